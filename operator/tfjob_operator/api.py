@@ -1,0 +1,365 @@
+"""The TFJob API: the single source of the schema, the typed spec and its validation.
+
+The pydantic models below are the only description of the TFJob resource. The CRD's OpenAPI
+schema is generated from them (`crd.py`), the operator parses objects with them, and the errors
+they raise carry the field path a user has to fix.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+GROUP = "tfjob.dev"
+VERSION = "v1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "TFJob"
+PLURAL = "tfjobs"
+SINGULAR = "tfjob"
+SHORT_NAMES = ["tfj"]
+
+DEFAULT_CONTAINER_NAME = "tensorflow"
+DEFAULT_PORT_NAME = "tfjob-port"
+DEFAULT_PORT = 2222
+DEFAULT_CHECKPOINT_MOUNT = "/checkpoints"
+
+
+class ReplicaType(enum.StrEnum):
+    """Replica types, spelled as in Kubeflow's TFJob; their order is the order of display."""
+
+    CHIEF = "Chief"
+    MASTER = "Master"
+    PS = "PS"
+    WORKER = "Worker"
+    EVALUATOR = "Evaluator"
+
+    @property
+    def task_type(self) -> str:
+        """The lower-case name TensorFlow uses in TF_CONFIG and we use in child names."""
+        return self.value.lower()
+
+    @property
+    def is_chief_like(self) -> bool:
+        return self in (ReplicaType.CHIEF, ReplicaType.MASTER)
+
+
+class RestartPolicy(enum.StrEnum):
+    ALWAYS = "Always"
+    ON_FAILURE = "OnFailure"
+    NEVER = "Never"
+    EXIT_CODE = "ExitCode"
+
+
+class CleanPodPolicy(enum.StrEnum):
+    ALL = "All"
+    RUNNING = "Running"
+    NONE = "None"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, use_enum_values=False)
+
+
+class ReplicaSpec(_Model):
+    """One replica type: how many pods, how they restart, and their pod template."""
+
+    replicas: int = Field(1, ge=0, description="Number of pods of this replica type. Default: 1.")
+    restart_policy: RestartPolicy = Field(
+        RestartPolicy.NEVER,
+        alias="restartPolicy",
+        description=(
+            "What a container exit means for the job. Never: the first non-zero exit fails the "
+            "job. OnFailure and Always: failures are restarted until runPolicy.backoffLimit is "
+            "exceeded. ExitCode: exit codes 1-127 fail the job at once, 128-255 (signals, OOM) "
+            "are retried. Default: Never."
+        ),
+    )
+    template: dict[str, Any] = Field(
+        ...,
+        description=(
+            "The pod template (a core/v1 PodTemplateSpec). It is kept as given; the operator "
+            "adds TF_CONFIG, the tfjob-port and the checkpoint volume to the 'tensorflow' "
+            "container (or the only container)."
+        ),
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    )
+
+
+class RunPolicy(_Model):
+    """Job-wide policies, as in Kubeflow's RunPolicy."""
+
+    clean_pod_policy: CleanPodPolicy = Field(
+        CleanPodPolicy.RUNNING,
+        alias="cleanPodPolicy",
+        description=(
+            "What happens to the pods when the job finishes. Running and All scale every "
+            "StatefulSet to 0, None leaves the pods. Default: Running."
+        ),
+    )
+    ttl_seconds_after_finished: int | None = Field(
+        None,
+        alias="ttlSecondsAfterFinished",
+        ge=0,
+        description="Delete the TFJob (and so its children) this many seconds after it finished.",
+    )
+    active_deadline_seconds: int | None = Field(
+        None,
+        alias="activeDeadlineSeconds",
+        ge=1,
+        description="Fail the job with reason DeadlineExceeded after this many seconds running.",
+    )
+    backoff_limit: int | None = Field(
+        None,
+        alias="backoffLimit",
+        ge=0,
+        description=(
+            "How many failure restarts, in total over all replicas, are allowed before the job "
+            "fails with reason BackoffLimitExceeded. Default: no limit."
+        ),
+    )
+    suspend: bool = Field(
+        False,
+        description="true scales the job to 0 with condition Suspended; false resumes it.",
+    )
+    scheduling_policy: dict[str, Any] | None = Field(
+        None,
+        alias="schedulingPolicy",
+        description="Accepted for compatibility with Kubeflow manifests; not used.",
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    )
+
+
+class CheckpointStorage(_Model):
+    """A PersistentVolumeClaim the operator creates for the job and owns."""
+
+    size: str = Field(
+        ...,
+        description="Requested size, a Kubernetes quantity such as 1Gi.",
+        pattern=r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$",
+    )
+    storage_class_name: str | None = Field(
+        None, alias="storageClassName", description="Storage class; default: the cluster's."
+    )
+    access_modes: list[str] = Field(
+        default_factory=lambda: ["ReadWriteOnce"],
+        alias="accessModes",
+        description=(
+            "Access modes of the claim. Default: [ReadWriteOnce]; use ReadWriteMany when pods "
+            "of the job run on several nodes."
+        ),
+    )
+
+
+class CheckpointSpec(_Model):
+    """Where checkpoints live: an existing claim, or storage the operator creates."""
+
+    claim_name: str | None = Field(
+        None, alias="claimName", description="Name of an existing PersistentVolumeClaim."
+    )
+    storage: CheckpointStorage | None = Field(
+        None,
+        description="Create a PersistentVolumeClaim <job>-checkpoints owned by the TFJob.",
+    )
+    mount_path: str = Field(
+        DEFAULT_CHECKPOINT_MOUNT,
+        alias="mountPath",
+        description=(
+            "Where the volume is mounted in Chief, Master, Worker and Evaluator pods; env "
+            "TFJOB_CHECKPOINT_DIR points here. Default: /checkpoints."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> CheckpointSpec:
+        if (self.claim_name is None) == (self.storage is None):
+            raise ValueError("set exactly one of claimName or storage")
+        return self
+
+
+class TFJobSpec(_Model):
+    """The desired state of a TFJob (Kubeflow TFJob v1 field names)."""
+
+    tf_replica_specs: dict[str, ReplicaSpec] = Field(
+        ...,
+        alias="tfReplicaSpecs",
+        description="Replica specs by type: Chief (or Master), PS, Worker, Evaluator.",
+    )
+    run_policy: RunPolicy = Field(
+        default_factory=RunPolicy, alias="runPolicy", description="Job-wide policies."
+    )
+    success_policy: Literal["", "AllWorkers"] = Field(
+        "",
+        alias="successPolicy",
+        description=(
+            "When the job has succeeded. '': when the Chief (or Master) exited 0, or worker 0 "
+            "if there is none. AllWorkers: when every worker exited 0."
+        ),
+    )
+    enable_dynamic_worker: bool | None = Field(
+        None,
+        alias="enableDynamicWorker",
+        description="Accepted for compatibility with Kubeflow manifests; not used.",
+    )
+    checkpoint: CheckpointSpec | None = Field(
+        None, description="A checkpoint volume mounted into every pod that trains."
+    )
+
+    def replicas(self) -> dict[ReplicaType, ReplicaSpec]:
+        """The replica specs keyed by type, in display order (call after validation)."""
+        return {
+            rt: self.tf_replica_specs[rt.value]
+            for rt in ReplicaType
+            if rt.value in self.tf_replica_specs
+        }
+
+
+# --- status: described here so that the CRD's status schema has the same single source ---
+
+
+class JobCondition(_Model):
+    type: str = Field(
+        ..., description="Created, Running, Restarting, Succeeded, Failed or Suspended."
+    )
+    status: Literal["True", "False", "Unknown"] = Field(..., description="True, False or Unknown.")
+    reason: str = Field("", description="A CamelCase reason.")
+    message: str = Field("", description="What happened, for people.")
+    last_update_time: str | None = Field(None, alias="lastUpdateTime")
+    last_transition_time: str | None = Field(None, alias="lastTransitionTime")
+
+
+class ReplicaStatus(_Model):
+    active: int = Field(0, description="Pods whose container is running.")
+    succeeded: int = Field(0, description="Pods whose container last exited 0.")
+    failed: int = Field(0, description="Pods whose container last exited non-zero.")
+    restarts: int = Field(0, description="Restarts after a failure, counted for backoffLimit.")
+
+
+class FailureInfo(_Model):
+    replica_type: str = Field(..., alias="replicaType")
+    pod: str
+    exit_code: int | None = Field(None, alias="exitCode")
+    reason: str = Field("", description="The container's reason, e.g. Error or OOMKilled.")
+
+
+class PodTerminations(_Model):
+    uid: str
+    count: int = Field(..., description="Terminations of this pod already accounted for.")
+    succeeded: bool = Field(False, description="The container has exited 0 at least once.")
+
+
+class TFJobStatus(_Model):
+    """The observed state of a TFJob, written by the operator."""
+
+    conditions: list[JobCondition] = Field(default_factory=list)
+    replica_statuses: dict[str, ReplicaStatus] = Field(
+        default_factory=dict, alias="replicaStatuses"
+    )
+    start_time: str | None = Field(None, alias="startTime")
+    completion_time: str | None = Field(None, alias="completionTime")
+    active_replicas: str | None = Field(
+        None, alias="activeReplicas", description="Running pods over expected pods, e.g. 3/4."
+    )
+    restarts: int | None = Field(None, description="Failure restarts over all replicas.")
+    failure: FailureInfo | None = Field(
+        None, description="The container exit that failed the job: replica, pod, exit code."
+    )
+    terminations: dict[str, PodTerminations] = Field(
+        default_factory=dict,
+        description="Bookkeeping of container exits per pod, so none is counted twice.",
+    )
+
+
+# --- parsing and validation ---
+
+
+class SpecError(ValueError):
+    """An invalid TFJob; `problems` are 'field.path: what is wrong' lines."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(problems))
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    return ".".join(["spec", *(str(p) for p in loc)])
+
+
+def parse_spec(spec: dict[str, Any] | None) -> TFJobSpec:
+    """Parse and validate a TFJob spec; raise SpecError with field paths."""
+    try:
+        parsed = TFJobSpec.model_validate(spec or {})
+    except ValidationError as e:
+        raise SpecError(
+            [f"{_loc(err['loc'])}: {err['msg']}" for err in e.errors(include_url=False)]
+        ) from None
+    problems = validate_semantics(parsed)
+    if problems:
+        raise SpecError(problems)
+    return parsed
+
+
+def validate_semantics(spec: TFJobSpec) -> list[str]:
+    """Rules a schema cannot express: replica mix, containers, GPU requests."""
+    problems: list[str] = []
+    known = {rt.value for rt in ReplicaType}
+    path = "spec.tfReplicaSpecs"
+    for key in spec.tf_replica_specs:
+        if key not in known:
+            problems.append(
+                f"{path}.{key}: unknown replica type; valid types are {', '.join(sorted(known))}"
+            )
+    replicas = spec.replicas()
+    chiefs = [rt for rt in replicas if rt.is_chief_like]
+    if len(chiefs) > 1:
+        problems.append(f"{path}: set Chief or Master, not both")
+    for rt in chiefs:
+        if replicas[rt].replicas > 1:
+            problems.append(f"{path}.{rt.value}.replicas: at most 1 {rt.value}")
+    if ReplicaType.EVALUATOR in replicas and replicas[ReplicaType.EVALUATOR].replicas > 1:
+        problems.append(f"{path}.Evaluator.replicas: at most 1 Evaluator")
+    if not chiefs and ReplicaType.WORKER not in replicas:
+        problems.append(f"{path}: a job needs a Worker or a Chief")
+    if (
+        not chiefs
+        and ReplicaType.WORKER in replicas
+        and replicas[ReplicaType.WORKER].replicas < 1
+        and spec.success_policy != "AllWorkers"
+    ):
+        problems.append(
+            f"{path}.Worker.replicas: with no Chief, worker 0 decides success; use at least 1"
+        )
+    if spec.success_policy == "AllWorkers" and ReplicaType.WORKER not in replicas:
+        problems.append("spec.successPolicy: AllWorkers needs Worker replicas")
+    for rt, rs in replicas.items():
+        problems.extend(_validate_template(f"{path}.{rt.value}.template", rs.template))
+    return problems
+
+
+def _validate_template(path: str, template: dict[str, Any]) -> list[str]:
+    containers = (template.get("spec") or {}).get("containers") or []
+    if not containers:
+        return [f"{path}.spec.containers: at least one container is required"]
+    problems: list[str] = []
+    if len(containers) > 1 and not any(c.get("name") == DEFAULT_CONTAINER_NAME for c in containers):
+        problems.append(
+            f"{path}.spec.containers: with several containers, name the TensorFlow one "
+            f"'{DEFAULT_CONTAINER_NAME}'"
+        )
+    for i, c in enumerate(containers):
+        resources = c.get("resources") or {}
+        requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+        for res, qty in requests.items():
+            if _is_extended_resource(res) and str(limits.get(res)) != str(qty):
+                problems.append(
+                    f"{path}.spec.containers[{i}].resources: {res} request ({qty}) must equal "
+                    f"its limit ({limits.get(res, 'unset')}); extended resources such as GPUs "
+                    "cannot be overcommitted"
+                )
+    return problems
+
+
+def _is_extended_resource(name: str) -> bool:
+    native = name in ("cpu", "memory", "ephemeral-storage") or name.startswith("hugepages-")
+    return not native and not name.startswith("kubernetes.io/") and "/" in name

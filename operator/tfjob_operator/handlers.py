@@ -1,0 +1,121 @@
+"""kopf wiring, and nothing else: settings, login, indexes, and events that wake a job.
+
+Every event only marks its TFJob for reconciliation (`workqueue.py`); the reconcile itself
+(`reconcile.py`) reads kopf's indexes, decides with pure functions and applies. These handlers
+keep no progress annotations and add no finalizers, so deleting a TFJob never waits for us.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+from typing import Any
+
+import kopf
+
+from . import naming
+from .api import GROUP, PLURAL, VERSION
+from .kube import Kube, configure_client
+from .pods import observe
+from .reconcile import Reconciler
+from .workqueue import WorkQueue
+
+OURS = {naming.LABEL_MANAGED_BY: naming.MANAGED_BY}
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    """All kopf settings in one place, under our own API group."""
+    settings.persistence.finalizer = f"{GROUP}/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=GROUP, key="last-handled-configuration"
+    )
+    settings.posting.level = logging.WARNING  # events are ours to write, not log lines
+    settings.watching.server_timeout = 270
+    settings.watching.client_timeout = 300
+    settings.networking.request_timeout = 60
+    configure_client()
+    memo.reconciler = Reconciler(Kube(), memo.config.cluster_domain)
+    memo.queue = WorkQueue(memo.reconciler)
+
+
+@kopf.on.cleanup()
+async def stop(memo: kopf.Memo, **_: Any) -> None:
+    memo.queue.close()
+
+
+@kopf.on.login()
+def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    """$KUBECONFIG first, in-cluster second: the same order as `kube.configure_client`."""
+    if os.environ.get("KUBECONFIG") or not os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return kopf.login_with_kubeconfig(**kwargs)
+    return kopf.login_with_service_account(**kwargs)
+
+
+@kopf.index(GROUP, VERSION, PLURAL)
+def tfjobs(body: kopf.Body, namespace: str, name: str, **_: Any) -> dict[Any, Any]:
+    return {(namespace, name): copy.deepcopy(dict(body))}
+
+
+@kopf.index("pods", labels=OURS)
+def tfjob_pods(body: kopf.Body, namespace: str, labels: kopf.Labels, **_: Any) -> Any:
+    obs = observe(dict(body))
+    job = labels.get(naming.LABEL_JOB_NAME)
+    return {(namespace, job): obs} if obs is not None and job else None
+
+
+def _wake(memo: kopf.Memo, key: tuple[str, str], jobs: Any, pods: Any) -> None:
+    reconciler: Reconciler = memo.reconciler
+    reconciler.jobs, reconciler.pods = jobs, pods  # kopf's live indexes
+    memo.queue.schedule(key)
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL)
+def job_event(
+    namespace: str, name: str, memo: kopf.Memo, tfjobs: Any, tfjob_pods: Any, **_: Any
+) -> None:
+    _wake(memo, (namespace, name), tfjobs, tfjob_pods)
+
+
+@kopf.on.event("pods", labels=OURS)
+def pod_event(
+    namespace: str,
+    labels: kopf.Labels,
+    memo: kopf.Memo,
+    tfjobs: Any,
+    tfjob_pods: Any,
+    **_: Any,
+) -> None:
+    if naming.LABEL_JOB_NAME in labels:
+        _wake(memo, (namespace, labels[naming.LABEL_JOB_NAME]), tfjobs, tfjob_pods)
+
+
+def _child_event(
+    type: str,
+    namespace: str,
+    labels: kopf.Labels,
+    memo: kopf.Memo,
+    tfjobs: Any,
+    tfjob_pods: Any,
+    **_: Any,
+) -> None:
+    """A child deleted by someone else is recreated on the next reconcile."""
+    if type == "DELETED" and naming.LABEL_JOB_NAME in labels:
+        key = (namespace, labels[naming.LABEL_JOB_NAME])
+        memo.reconciler.forget_children(key)
+        _wake(memo, key, tfjobs, tfjob_pods)
+
+
+for _group, _version, _plural in [
+    ("apps", "v1", "statefulsets"),
+    ("", "v1", "services"),
+    ("", "v1", "persistentvolumeclaims"),
+]:
+    kopf.on.event(_group, _version, _plural, labels=OURS, id=f"child-{_plural}")(_child_event)
+
+
+@kopf.on.probe(id="tfjobs")
+def count_jobs(tfjobs: Any, **_: Any) -> int:
+    return len(tfjobs)

@@ -1,0 +1,70 @@
+"""The few API calls the operator makes besides kopf's watching: apply, patch status, delete.
+
+Children are written with server-side apply under one field manager, so applying the same
+desired objects twice changes nothing, and a conflict with another writer cannot stall us.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import kubernetes
+
+from . import naming
+from .api import GROUP, PLURAL, VERSION
+
+APPLY = "application/apply-patch+yaml"
+MERGE = "application/merge-patch+json"
+
+
+def configure_client() -> None:
+    """Point the kubernetes client where a user expects: $KUBECONFIG first, else in-cluster."""
+    if os.environ.get("KUBECONFIG") or not os.environ.get("KUBERNETES_SERVICE_HOST"):
+        kubernetes.config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
+    else:
+        kubernetes.config.load_incluster_config()
+
+
+class Kube:
+    """Typed API handles, created once per process."""
+
+    def __init__(self) -> None:
+        client = kubernetes.client.ApiClient()
+        self.core = kubernetes.client.CoreV1Api(client)
+        self.apps = kubernetes.client.AppsV1Api(client)
+        self.custom = kubernetes.client.CustomObjectsApi(client)
+        self._apply: dict[str, Callable[..., Any]] = {
+            "Service": self.core.patch_namespaced_service,
+            "PersistentVolumeClaim": self.core.patch_namespaced_persistent_volume_claim,
+            "StatefulSet": self.apps.patch_namespaced_stateful_set,
+        }
+
+    def apply(self, manifest: dict[str, Any]) -> None:
+        """Server-side apply one child; creates it when missing."""
+        meta = manifest["metadata"]
+        self._apply[manifest["kind"]](
+            meta["name"],
+            meta["namespace"],
+            manifest,
+            field_manager=naming.FIELD_MANAGER,
+            force=True,
+            _content_type=APPLY,
+        )
+
+    def patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """Merge-patch the status subresource; return the object as stored."""
+        return self.custom.patch_namespaced_custom_object_status(
+            GROUP, VERSION, namespace, PLURAL, name, {"status": patch}, _content_type=MERGE
+        )
+
+    def delete_job(self, namespace: str, name: str) -> None:
+        """Delete a TFJob; the garbage collector removes its children."""
+        try:
+            self.custom.delete_namespaced_custom_object(
+                GROUP, VERSION, namespace, PLURAL, name, propagation_policy="Background"
+            )
+        except kubernetes.client.ApiException as e:
+            if e.status != 404:
+                raise

@@ -1,0 +1,95 @@
+"""One reconcile of one TFJob: read from kopf's indexes, decide (pure), then apply.
+
+This is the only place that turns a `Decision` into API calls. It is safe to run twice, after a
+crash or a conflict: children are server-side applied, the status is a merge patch computed
+against the stored status, and the decision itself depends only on what is observed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import kopf
+import kubernetes
+
+from .kube import Kube
+from .lifecycle import JobView, decide
+from .pods import PodObservation
+
+log = logging.getLogger(__name__)
+
+JobKey = tuple[str, str]  # (namespace, name)
+
+
+@dataclass
+class Reconciler:
+    kube: Kube
+    cluster_domain: str
+    jobs: Mapping[JobKey, Any] = field(default_factory=dict)  # kopf index: key -> [body]
+    pods: Mapping[JobKey, Any] = field(default_factory=dict)  # kopf index: key -> [observation]
+    # What we last applied per job, so unchanged children are not re-sent on every pod event.
+    _applied: dict[JobKey, str] = field(default_factory=dict)
+    # Our last status write per job: (resourceVersion it was based on, object it produced).
+    # Until the watch delivers our own write, the index still holds the older object.
+    _written: dict[JobKey, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+
+    def forget_children(self, key: JobKey) -> None:
+        """A child was deleted behind our back: apply everything again next time."""
+        self._applied.pop(key, None)
+
+    def _current_body(self, key: JobKey) -> dict[str, Any] | None:
+        bodies = list(self.jobs.get(key, []))
+        if not bodies:
+            self._applied.pop(key, None)
+            self._written.pop(key, None)
+            return None
+        body = bodies[0]
+        written = self._written.get(key)
+        if written is not None:
+            base_rv, result = written
+            if body["metadata"].get("resourceVersion") == base_rv:
+                return result
+            del self._written[key]
+        return body
+
+    async def __call__(self, key: JobKey) -> float | None:
+        body = self._current_body(key)
+        if body is None or body["metadata"].get("deletionTimestamp"):
+            return None
+        observed: list[PodObservation] = list(self.pods.get(key, []))
+        decision = decide(JobView.from_body(body), observed, datetime.now(UTC), self.cluster_domain)
+
+        fingerprint = json.dumps(decision.children, sort_keys=True)
+        if self._applied.get(key) != fingerprint:
+            await asyncio.to_thread(self._apply_all, decision.children)
+            self._applied[key] = fingerprint
+
+        if decision.patch:
+            try:
+                result = await asyncio.to_thread(
+                    self.kube.patch_status, key[0], key[1], decision.patch
+                )
+            except kubernetes.client.ApiException as e:
+                if e.status == 404:
+                    return None  # deleted meanwhile
+                raise
+            self._written[key] = (body["metadata"].get("resourceVersion", ""), result)
+        for type_, reason, message in decision.events:
+            kopf.event(body, type=type_, reason=reason, message=message)
+            log.info("%s/%s: %s: %s", key[0], key[1], reason, message)
+
+        if decision.delete_job:
+            log.info("%s/%s: ttlSecondsAfterFinished passed; deleting", *key)
+            await asyncio.to_thread(self.kube.delete_job, *key)
+            return None
+        return decision.requeue_after
+
+    def _apply_all(self, children: list[dict[str, Any]]) -> None:
+        for child in children:
+            self.kube.apply(child)

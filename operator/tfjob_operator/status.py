@@ -1,0 +1,142 @@
+"""The TFJob status: condition types and reasons (defined once), and how conditions change.
+
+Conditions follow Kubeflow's shape and rules: Running and Restarting replace each other, and
+Succeeded or Failed turn Running to False, so the list reads as the job's history.
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+from typing import Any
+
+Status = dict[str, Any]
+
+
+class Cond:
+    CREATED = "Created"
+    RUNNING = "Running"
+    RESTARTING = "Restarting"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    SUSPENDED = "Suspended"
+
+
+class Reason:
+    CREATED = "TFJobCreated"
+    RUNNING = "TFJobRunning"
+    RESTARTING = "TFJobRestarting"
+    SUCCEEDED = "TFJobSucceeded"
+    FAILED = "TFJobFailed"
+    SUSPENDED = "TFJobSuspended"
+    RESUMED = "TFJobResumed"
+    INVALID_SPEC = "InvalidSpec"
+    BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
+    DEADLINE_EXCEEDED = "DeadlineExceeded"
+
+
+TERMINAL = (Cond.SUCCEEDED, Cond.FAILED)
+# Conditions whose arrival is bad news get Warning events.
+WARNING_REASONS = {
+    Reason.RESTARTING,
+    Reason.FAILED,
+    Reason.INVALID_SPEC,
+    Reason.BACKOFF_LIMIT_EXCEEDED,
+    Reason.DEADLINE_EXCEEDED,
+}
+
+
+def timestamp(now: datetime) -> str:
+    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_timestamp(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+
+
+def find(status: Status, cond_type: str) -> dict[str, Any] | None:
+    return next((c for c in status.get("conditions") or [] if c.get("type") == cond_type), None)
+
+
+def is_true(status: Status, cond_type: str) -> bool:
+    cond = find(status, cond_type)
+    return cond is not None and cond.get("status") == "True"
+
+
+def is_finished(status: Status) -> bool:
+    return any(is_true(status, t) for t in TERMINAL)
+
+
+def set_condition(
+    status: Status, cond_type: str, value: bool, reason: str, message: str, now: datetime
+) -> bool:
+    """Set one condition in place, Kubeflow style; return True if anything changed."""
+    want = "True" if value else "False"
+    conditions: list[dict[str, Any]] = status.setdefault("conditions", [])
+    old = find(status, cond_type)
+    if old is not None and old.get("status") == want and old.get("reason") == reason:
+        return False
+    if old is None and not value:
+        return False
+    ts = timestamp(now)
+    transition = old["lastTransitionTime"] if old and old.get("status") == want else ts
+    kept: list[dict[str, Any]] = []
+    for c in conditions:
+        if c["type"] == cond_type:
+            continue
+        if {c["type"], cond_type} == {Cond.RUNNING, Cond.RESTARTING} and value:
+            continue
+        if (
+            c["type"] == Cond.RUNNING
+            and value
+            and cond_type in (*TERMINAL, Cond.SUSPENDED)
+            and c.get("status") == "True"
+        ):
+            c = {**c, "status": "False", "lastUpdateTime": ts, "lastTransitionTime": ts}
+        kept.append(c)
+    kept.append(
+        {
+            "type": cond_type,
+            "status": want,
+            "reason": reason,
+            "message": message,
+            "lastUpdateTime": ts,
+            "lastTransitionTime": transition,
+        }
+    )
+    status["conditions"] = kept
+    return True
+
+
+def announced(before: Status, after: Status) -> list[dict[str, Any]]:
+    """Conditions worth an Event: newly true (or true for a new reason), or a resume."""
+    seen = {(c["type"], c["status"], c.get("reason")) for c in before.get("conditions") or []}
+    return [
+        c
+        for c in after.get("conditions") or []
+        if (c["type"], c["status"], c.get("reason")) not in seen
+        and (c["status"] == "True" or c.get("reason") == Reason.RESUMED)
+    ]
+
+
+def state(status: Status) -> str:
+    """The newest condition that is true: what `kubectl get tfj` shows as State."""
+    for c in reversed(status.get("conditions") or []):
+        if c.get("status") == "True":
+            return c["type"]
+    return ""
+
+
+def merge_patch(old: Any, new: Any) -> Any:
+    """The JSON merge patch (RFC 7386) that turns `old` into `new`."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return copy.deepcopy(new)
+    patch: dict[str, Any] = {k: None for k in old if k not in new}
+    for k, v in new.items():
+        if k not in old:
+            patch[k] = copy.deepcopy(v)
+        elif old[k] != v:
+            patch[k] = merge_patch(old[k], v)
+    return patch

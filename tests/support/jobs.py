@@ -1,0 +1,90 @@
+"""TFJob bodies and pod objects for tests: small builders, real shapes."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from tfjob_operator.api import API_VERSION, KIND
+
+
+def template(image: str = "python:3.11", command: list[str] | None = None, **container: Any):
+    c = {"name": "tensorflow", "image": image, **container}
+    if command is not None:
+        c["command"] = command
+    return {"spec": {"containers": [c]}}
+
+
+def tfjob(
+    name: str = "mnist",
+    namespace: str = "default",
+    replicas: dict[str, int] | None = None,
+    restart_policy: str = "Never",
+    policies: dict[str, str] | None = None,
+    run_policy: dict[str, Any] | None = None,
+    status: dict[str, Any] | None = None,
+    uid: str = "uid-1",
+    **spec: Any,
+) -> dict[str, Any]:
+    replicas = replicas if replicas is not None else {"PS": 1, "Worker": 2}
+    body: dict[str, Any] = {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": name, "namespace": namespace, "uid": uid},
+        "spec": {
+            "tfReplicaSpecs": {
+                rt: {
+                    "replicas": n,
+                    "restartPolicy": (policies or {}).get(rt, restart_policy),
+                    "template": template(),
+                }
+                for rt, n in replicas.items()
+            },
+            **spec,
+        },
+    }
+    if run_policy:
+        body["spec"]["runPolicy"] = run_policy
+    if status is not None:
+        body["status"] = copy.deepcopy(status)
+    return body
+
+
+def pod(
+    job: str,
+    rt: str,
+    index: int,
+    *,
+    state: str = "running",
+    exit_code: int | None = None,
+    reason: str = "",
+    last_exit: int | None = None,
+    last_reason: str = "",
+    restarts: int = 0,
+    uid: str | None = None,
+    namespace: str = "default",
+) -> dict[str, Any]:
+    """A pod of a job as the kubelet would report it; `state` is running|waiting|terminated."""
+    name = f"{job}-{rt}-{index}"
+    cs: dict[str, Any] = {"name": "tensorflow", "restartCount": restarts, "ready": state == "running"}
+    if state == "running":
+        cs["state"] = {"running": {"startedAt": "2026-01-01T00:00:00Z"}}
+    elif state == "waiting":
+        cs["state"] = {"waiting": {"reason": "CrashLoopBackOff"}}
+    else:
+        cs["state"] = {"terminated": {"exitCode": exit_code, "reason": reason or (
+            "Completed" if exit_code == 0 else "Error")}}
+    if last_exit is not None:
+        cs["lastState"] = {"terminated": {"exitCode": last_exit, "reason": last_reason or (
+            "Completed" if last_exit == 0 else "Error")}}
+    return {
+        "metadata": {
+            "name": name, "namespace": namespace, "uid": uid or f"uid-{name}",
+            "labels": {
+                "tfjob.dev/job-name": job, "tfjob.dev/replica-type": rt,
+                "app.kubernetes.io/managed-by": "tfjob-operator",
+            },
+        },
+        "spec": {"containers": [{"name": "tensorflow", "image": "x"}]},
+        "status": {"phase": "Running", "containerStatuses": [cs]},
+    }

@@ -1,0 +1,332 @@
+"""Pods -> status: the lifecycle rules as tables over `decide`, with the status fed back."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from tests.support.jobs import pod, tfjob
+from tfjob_operator import status as st
+from tfjob_operator.api import TFJobStatus
+from tfjob_operator.lifecycle import Decision, JobView, decide
+from tfjob_operator.pods import observe
+
+T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+
+
+class Run:
+    """Drives `decide` like the operator does: each decision's status becomes the stored one."""
+
+    def __init__(self, body):
+        self.body = body
+        self.events: list[tuple[str, str, str]] = []
+        self.now = T0
+        self.last: Decision | None = None
+
+    def step(self, *pods, after: float = 1.0) -> Decision:
+        self.now += timedelta(seconds=after)
+        obs = [o for o in (observe(p) for p in pods) if o is not None]
+        d = decide(JobView.from_body(self.body), obs, self.now, "cluster.local")
+        self.body["status"] = d.status
+        TFJobStatus.model_validate(d.status)  # what we write always fits the CRD schema
+        self.events += d.events
+        self.last = d
+        return d
+
+    @property
+    def status(self):
+        return self.body["status"]
+
+    def state(self):
+        return st.state(self.status)
+
+    def replicas(self, kind):
+        return {c["metadata"]["name"]: c["spec"]["replicas"]
+                for c in self.last.children if c["kind"] == kind}
+
+    def reasons(self):
+        return [r for _, r, _ in self.events]
+
+
+def running(job, spec):
+    return [pod(job, rt.lower(), i) for rt, n in spec.items() for i in range(n)]
+
+
+def test_created_then_running_then_succeeded_history():
+    spec = {"Chief": 1, "PS": 1, "Worker": 2}
+    run = Run(tfjob(replicas=spec))
+    d = run.step()
+    assert run.state() == "Created"
+    assert run.status["startTime"] == st.timestamp(run.now)
+    assert run.replicas("StatefulSet") == {"mnist-chief": 1, "mnist-ps": 1, "mnist-worker": 2}
+    run.step(pod("mnist", "chief", 0), pod("mnist", "ps", 0), pod("mnist", "worker", 0))
+    assert run.state() == "Created", "Running waits for every pod"
+    run.step(*running("mnist", spec))
+    assert run.state() == "Running"
+    assert run.status["activeReplicas"] == "4/4"
+    pods = running("mnist", spec)
+    pods[0] = pod("mnist", "chief", 0, state="terminated", exit_code=0)
+    d = run.step(*pods)
+    assert run.state() == "Succeeded"
+    assert [(c["type"], c["status"]) for c in run.status["conditions"]] == [
+        ("Created", "True"), ("Running", "False"), ("Succeeded", "True")]
+    assert run.status["completionTime"] == st.timestamp(run.now)
+    assert "failure" not in run.status
+    assert run.replicas("StatefulSet") == {"mnist-chief": 0, "mnist-ps": 0, "mnist-worker": 0}
+    assert run.status["replicaStatuses"]["Chief"] == {
+        "active": 0, "succeeded": 1, "failed": 0, "restarts": 0}
+    assert run.reasons() == ["TFJobCreated", "TFJobRunning", "TFJobSucceeded"]
+    assert all(t == "Normal" for t, _, _ in run.events)
+    # Scaled-down pods disappear; the outcome stays.
+    d = run.step()
+    assert run.state() == "Succeeded" and not d.events
+    assert run.status["replicaStatuses"]["Chief"]["succeeded"] == 1
+    assert run.status["activeReplicas"] == "0/4"
+
+
+def test_second_decision_on_same_input_changes_nothing():
+    spec = {"PS": 1, "Worker": 2}
+    run = Run(tfjob(replicas=spec))
+    run.step(*running("mnist", spec))
+    first = run.last
+    again = run.step(*running("mnist", spec), after=0)
+    assert again.patch == {} and again.events == []
+    assert again.children == first.children
+
+
+@pytest.mark.parametrize(
+    ("spec", "policy", "finisher", "succeeds"),
+    [
+        ({"PS": 1, "Worker": 2}, "", ("worker", 0), True),
+        ({"PS": 1, "Worker": 2}, "", ("worker", 1), False),
+        ({"PS": 1, "Worker": 2}, "", ("ps", 0), False),
+        ({"Chief": 1, "Worker": 2}, "", ("worker", 0), False),
+        ({"Master": 1, "Worker": 1}, "", ("master", 0), True),
+        ({"Chief": 1, "Worker": 1, "Evaluator": 1}, "", ("evaluator", 0), False),
+        ({"Worker": 2}, "AllWorkers", ("worker", 0), False),
+    ],
+)
+def test_who_decides_success(spec, policy, finisher, succeeds):
+    run = Run(tfjob(replicas=spec, **({"successPolicy": policy} if policy else {})))
+    pods = running("mnist", spec)
+    rt, i = finisher
+    pods = [p for p in pods if p["metadata"]["name"] != f"mnist-{rt}-{i}"]
+    run.step(*pods, pod("mnist", rt, i, state="terminated", exit_code=0))
+    assert (run.state() == "Succeeded") is succeeds
+
+
+def test_all_workers_remembers_workers_that_exited_0_and_restarted():
+    spec = {"Worker": 2}
+    run = Run(tfjob(replicas=spec, successPolicy="AllWorkers"))
+    run.step(*running("mnist", spec))
+    run.step(pod("mnist", "worker", 0, state="terminated", exit_code=0), pod("mnist", "worker", 1))
+    assert run.state() == "Running"
+    # The StatefulSet restarts worker 0 (restartPolicy Always): its success is remembered.
+    run.step(pod("mnist", "worker", 0, last_exit=0, restarts=1), pod("mnist", "worker", 1))
+    assert run.state() == "Running"
+    run.step(pod("mnist", "worker", 0, last_exit=0, restarts=1),
+             pod("mnist", "worker", 1, state="terminated", exit_code=0))
+    assert run.state() == "Succeeded"
+    assert run.status["restarts"] == 0, "restarts after success are not failures"
+
+
+def test_worker_exit_1_under_never_fails_with_exit_code_and_pod():
+    spec = {"PS": 1, "Worker": 2}
+    run = Run(tfjob(replicas=spec))
+    run.step(*running("mnist", spec))
+    run.step(pod("mnist", "ps", 0), pod("mnist", "worker", 0),
+             pod("mnist", "worker", 1, state="terminated", exit_code=1))
+    assert run.state() == "Failed"
+    cond = st.find(run.status, "Failed")
+    assert cond["reason"] == "TFJobFailed"
+    assert "Worker pod mnist-worker-1 exited with code 1 (Error)" in cond["message"]
+    assert "restartPolicy Never" in cond["message"]
+    assert run.status["failure"] == {
+        "replicaType": "Worker", "pod": "mnist-worker-1", "exitCode": 1, "reason": "Error"}
+    assert run.status["replicaStatuses"]["Worker"]["failed"] == 1
+    assert run.replicas("StatefulSet") == {"mnist-ps": 0, "mnist-worker": 0}
+    assert ("Warning", "TFJobFailed") in [(t, r) for t, r, _ in run.events]
+
+
+def test_failure_seen_only_after_the_kubelet_restarted_it_still_fails_under_never():
+    spec = {"Worker": 2}
+    run = Run(tfjob(replicas=spec))
+    run.step(*running("mnist", spec))
+    run.step(pod("mnist", "worker", 0), pod("mnist", "worker", 1, last_exit=2, restarts=1))
+    assert run.state() == "Failed"
+    assert run.status["failure"]["exitCode"] == 2
+
+
+@pytest.mark.parametrize(
+    ("code", "reason", "outcome"),
+    [(137, "OOMKilled", "Restarting"), (143, "Error", "Restarting"), (1, "Error", "Failed"),
+     (127, "Error", "Failed"), (128, "Error", "Restarting")],
+)
+def test_exit_code_policy(code, reason, outcome):
+    spec = {"Worker": 2}
+    run = Run(tfjob(replicas=spec, restart_policy="ExitCode"))
+    run.step(*running("mnist", spec))
+    run.step(pod("mnist", "worker", 0),
+             pod("mnist", "worker", 1, state="terminated", exit_code=code, reason=reason))
+    assert run.state() == outcome
+    if outcome == "Failed":
+        assert run.status["failure"]["exitCode"] == code
+        assert run.status["restarts"] == 0
+    else:
+        assert run.status["restarts"] == 1
+        assert run.replicas("StatefulSet") == {"mnist-worker": 2}
+        assert f"exited with code {code} ({reason})" in st.find(run.status, "Restarting")["message"]
+
+
+def test_retryable_exit_restarting_then_running_counts_once():
+    spec = {"Worker": 2}
+    run = Run(tfjob(replicas=spec, restart_policy="ExitCode"))
+    run.step(*running("mnist", spec))
+    run.step(pod("mnist", "worker", 0),
+             pod("mnist", "worker", 1, state="terminated", exit_code=137, reason="OOMKilled"))
+    assert run.state() == "Restarting"
+    for _ in range(2):  # the restarted container, seen twice
+        run.step(pod("mnist", "worker", 0),
+                 pod("mnist", "worker", 1, last_exit=137, last_reason="OOMKilled", restarts=1))
+        assert run.state() == "Running"
+        assert run.status["replicaStatuses"]["Worker"]["restarts"] == 1
+        assert run.status["restarts"] == 1
+    assert [c["type"] for c in run.status["conditions"]] == ["Created", "Running"]
+    assert run.reasons() == ["TFJobCreated", "TFJobRunning", "TFJobRestarting", "TFJobRunning"]
+
+
+@pytest.mark.parametrize("policy", ["OnFailure", "Always"])
+def test_backoff_limit_exceeded(policy):
+    spec = {"Worker": 1}
+    run = Run(tfjob(replicas=spec, restart_policy=policy, run_policy={"backoffLimit": 1}))
+    run.step(pod("mnist", "worker", 0))
+    run.step(pod("mnist", "worker", 0, state="terminated", exit_code=1))
+    assert run.state() == "Restarting" and run.status["restarts"] == 1
+    run.step(pod("mnist", "worker", 0, last_exit=1, restarts=1))
+    assert run.state() == "Running"
+    run.step(pod("mnist", "worker", 0, state="waiting", last_exit=3, restarts=2))
+    assert run.state() == "Failed"
+    cond = st.find(run.status, "Failed")
+    assert cond["reason"] == "BackoffLimitExceeded"
+    assert "2 failure restarts exceed backoffLimit 1" in cond["message"]
+    assert run.status["failure"]["exitCode"] == 3
+
+
+def test_no_backoff_limit_means_restarts_forever():
+    run = Run(tfjob(replicas={"Worker": 1}, restart_policy="OnFailure"))
+    for n in range(1, 6):
+        run.step(pod("mnist", "worker", 0, last_exit=1, restarts=n))
+        assert run.state() == "Running"
+    assert run.status["restarts"] == 5
+
+
+def test_exits_missed_while_not_watching_count_only_what_the_pod_shows():
+    run = Run(tfjob(replicas={"Worker": 1}, restart_policy="OnFailure"))
+    run.step(pod("mnist", "worker", 0))
+    run.step(pod("mnist", "worker", 0, state="terminated", exit_code=1, last_exit=0, restarts=4))
+    assert run.status["restarts"] == 1
+    assert run.status["terminations"]["mnist-worker-0"]["count"] == 5
+
+
+def test_recreated_pod_starts_a_new_ledger():
+    run = Run(tfjob(replicas={"Worker": 1}, restart_policy="OnFailure"))
+    run.step(pod("mnist", "worker", 0, last_exit=1, restarts=1))
+    assert run.status["restarts"] == 1
+    run.step(pod("mnist", "worker", 0, last_exit=1, restarts=1, uid="new"))
+    assert run.status["restarts"] == 2
+
+
+def test_active_deadline():
+    run = Run(tfjob(replicas={"Worker": 1}, run_policy={"activeDeadlineSeconds": 60}))
+    d = run.step(pod("mnist", "worker", 0))
+    assert d.requeue_after == pytest.approx(60)
+    d = run.step(pod("mnist", "worker", 0), after=30)
+    assert d.requeue_after == pytest.approx(30)
+    run.step(pod("mnist", "worker", 0), after=31)
+    cond = st.find(run.status, "Failed")
+    assert cond["reason"] == "DeadlineExceeded" and "60s" in cond["message"]
+    assert "failure" not in run.status
+    assert run.replicas("StatefulSet") == {"mnist-worker": 0}
+
+
+def test_suspend_and_resume():
+    spec = {"PS": 1, "Worker": 1}
+    body = tfjob(replicas=spec, run_policy={"activeDeadlineSeconds": 600})
+    run = Run(body)
+    run.step(*running("mnist", spec))
+    assert run.state() == "Running"
+    body["spec"]["runPolicy"]["suspend"] = True
+    run.step(*running("mnist", spec))
+    assert run.state() == "Suspended"
+    assert st.find(run.status, "Running")["status"] == "False"
+    assert run.replicas("StatefulSet") == {"mnist-ps": 0, "mnist-worker": 0}
+    run.step(after=1000)  # suspended time does not count towards the deadline
+    assert run.state() == "Suspended"
+    body["spec"]["runPolicy"]["suspend"] = False
+    run.step()
+    assert st.find(run.status, "Suspended")["status"] == "False"
+    assert st.find(run.status, "Suspended")["reason"] == "TFJobResumed"
+    assert run.status["startTime"] == st.timestamp(run.now)
+    assert run.replicas("StatefulSet") == {"mnist-ps": 1, "mnist-worker": 1}
+    run.step(*running("mnist", spec))
+    assert run.state() == "Running"
+    assert run.reasons() == ["TFJobCreated", "TFJobRunning", "TFJobSuspended", "TFJobResumed",
+                             "TFJobRunning"]
+
+
+@pytest.mark.parametrize(("policy", "replicas"), [("Running", 0), ("All", 0), ("None", 2)])
+def test_clean_pod_policy(policy, replicas):
+    run = Run(tfjob(replicas={"Worker": 2}, run_policy={"cleanPodPolicy": policy}))
+    run.step(pod("mnist", "worker", 0, state="terminated", exit_code=0), pod("mnist", "worker", 1))
+    assert run.state() == "Succeeded"
+    assert run.replicas("StatefulSet") == {"mnist-worker": replicas}
+    assert [c["metadata"]["name"] for c in run.last.children if c["kind"] == "Service"] == [
+        "mnist-worker"], "Services stay until the TFJob is deleted"
+
+
+def test_ttl_after_finished_deletes_the_job():
+    run = Run(tfjob(replicas={"Worker": 1}, run_policy={"ttlSecondsAfterFinished": 30}))
+    d = run.step(pod("mnist", "worker", 0, state="terminated", exit_code=0))
+    assert run.state() == "Succeeded" and not d.delete_job
+    assert d.requeue_after == pytest.approx(30)
+    d = run.step(after=29)
+    assert not d.delete_job and d.requeue_after == pytest.approx(1)
+    d = run.step(after=1)
+    assert d.delete_job
+
+
+def test_finished_job_is_final():
+    run = Run(tfjob(replicas={"Worker": 1}))
+    run.step(pod("mnist", "worker", 0, state="terminated", exit_code=0))
+    assert run.state() == "Succeeded"
+    d = run.step(pod("mnist", "worker", 0, state="terminated", exit_code=1, restarts=1))
+    assert run.state() == "Succeeded" and not d.events and "failure" not in run.status
+
+
+@pytest.mark.parametrize(
+    ("replicas", "spec", "message"),
+    [
+        ({"PS": 1}, {}, "a job needs a Worker or a Chief"),
+        ({"Chief": 2, "Worker": 1}, {}, "at most 1 Chief"),
+        ({"Chief": 1, "Master": 1}, {}, "Chief or Master, not both"),
+        ({"Worker": 1, "Launcher": 1}, {}, "Launcher: unknown replica type"),
+        ({"Worker": 1}, {"successPolicy": "Sometimes"}, "spec.successPolicy"),
+    ],
+)
+def test_invalid_spec_fails_once_with_a_warning(replicas, spec, message):
+    run = Run(tfjob(replicas=replicas, **spec))
+    d = run.step()
+    assert run.state() == "Failed"
+    cond = st.find(run.status, "Failed")
+    assert cond["reason"] == "InvalidSpec" and message in cond["message"]
+    assert d.children == []
+    assert ("Warning", "InvalidSpec") in [(t, r) for t, r, _ in d.events]
+    again = run.step()
+    assert again.patch == {} and again.events == [] and again.children == []
+
+
+def test_invalid_name_is_refused():
+    run = Run(tfjob(name="a" * 50, replicas={"Worker": 1}))
+    run.step()
+    assert "too long" in st.find(run.status, "Failed")["message"]
