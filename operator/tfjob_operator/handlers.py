@@ -1,5 +1,7 @@
 """kopf wiring, and nothing else: settings, login, indexes, and events that wake a job.
 
+Event handlers are async: they run on the event loop, where the work queue lives.
+
 Every event only marks its TFJob for reconciliation (`workqueue.py`); the reconcile itself
 (`reconcile.py`) reads kopf's indexes, decides with pure functions and applies. These handlers
 keep no progress annotations and add no finalizers, so deleting a TFJob never waits for us.
@@ -73,14 +75,14 @@ def _wake(memo: kopf.Memo, key: tuple[str, str], jobs: Any, pods: Any) -> None:
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
-def job_event(
+async def job_event(
     namespace: str, name: str, memo: kopf.Memo, tfjobs: Any, tfjob_pods: Any, **_: Any
 ) -> None:
     _wake(memo, (namespace, name), tfjobs, tfjob_pods)
 
 
 @kopf.on.event("pods", labels=OURS)
-def pod_event(
+async def pod_event(
     namespace: str,
     labels: kopf.Labels,
     memo: kopf.Memo,
@@ -92,7 +94,7 @@ def pod_event(
         _wake(memo, (namespace, labels[naming.LABEL_JOB_NAME]), tfjobs, tfjob_pods)
 
 
-def _child_event(
+async def _child_event(
     type: str,
     namespace: str,
     labels: kopf.Labels,

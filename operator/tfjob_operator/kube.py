@@ -42,16 +42,21 @@ class Kube:
         }
 
     def apply(self, manifest: dict[str, Any]) -> None:
-        """Server-side apply one child; creates it when missing."""
+        """Server-side apply one child; creates it when missing.
+
+        The response is not turned into client models: we do not need it, and that saves CPU.
+        """
         meta = manifest["metadata"]
-        self._apply[manifest["kind"]](
+        response = self._apply[manifest["kind"]](
             meta["name"],
             meta["namespace"],
             manifest,
             field_manager=naming.FIELD_MANAGER,
             force=True,
             _content_type=APPLY,
+            _preload_content=False,
         )
+        response.data  # noqa: B018  (read it, so the connection goes back to the pool)
 
     def patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         """Merge-patch the status subresource; return the object as stored."""

@@ -66,22 +66,37 @@ def pod(
 ) -> dict[str, Any]:
     """A pod of a job as the kubelet would report it; `state` is running|waiting|terminated."""
     name = f"{job}-{rt}-{index}"
-    cs: dict[str, Any] = {"name": "tensorflow", "restartCount": restarts, "ready": state == "running"}
+    cs: dict[str, Any] = {
+        "name": "tensorflow",
+        "restartCount": restarts,
+        "ready": state == "running",
+    }
     if state == "running":
         cs["state"] = {"running": {"startedAt": "2026-01-01T00:00:00Z"}}
     elif state == "waiting":
         cs["state"] = {"waiting": {"reason": "CrashLoopBackOff"}}
     else:
-        cs["state"] = {"terminated": {"exitCode": exit_code, "reason": reason or (
-            "Completed" if exit_code == 0 else "Error")}}
+        cs["state"] = {
+            "terminated": {
+                "exitCode": exit_code,
+                "reason": reason or ("Completed" if exit_code == 0 else "Error"),
+            }
+        }
     if last_exit is not None:
-        cs["lastState"] = {"terminated": {"exitCode": last_exit, "reason": last_reason or (
-            "Completed" if last_exit == 0 else "Error")}}
+        cs["lastState"] = {
+            "terminated": {
+                "exitCode": last_exit,
+                "reason": last_reason or ("Completed" if last_exit == 0 else "Error"),
+            }
+        }
     return {
         "metadata": {
-            "name": name, "namespace": namespace, "uid": uid or f"uid-{name}",
+            "name": name,
+            "namespace": namespace,
+            "uid": uid or f"uid-{name}",
             "labels": {
-                "tfjob.dev/job-name": job, "tfjob.dev/replica-type": rt,
+                "tfjob.dev/job-name": job,
+                "tfjob.dev/replica-type": rt,
                 "app.kubernetes.io/managed-by": "tfjob-operator",
             },
         },

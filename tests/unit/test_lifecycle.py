@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-
-from tests.support.jobs import pod, tfjob
 from tfjob_operator import status as st
 from tfjob_operator.api import TFJobStatus
 from tfjob_operator.lifecycle import Decision, JobView, decide
 from tfjob_operator.pods import observe
+
+from tests.support.jobs import pod, tfjob
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -42,8 +42,11 @@ class Run:
         return st.state(self.status)
 
     def replicas(self, kind):
-        return {c["metadata"]["name"]: c["spec"]["replicas"]
-                for c in self.last.children if c["kind"] == kind}
+        return {
+            c["metadata"]["name"]: c["spec"]["replicas"]
+            for c in self.last.children
+            if c["kind"] == kind
+        }
 
     def reasons(self):
         return [r for _, r, _ in self.events]
@@ -70,12 +73,19 @@ def test_created_then_running_then_succeeded_history():
     d = run.step(*pods)
     assert run.state() == "Succeeded"
     assert [(c["type"], c["status"]) for c in run.status["conditions"]] == [
-        ("Created", "True"), ("Running", "False"), ("Succeeded", "True")]
+        ("Created", "True"),
+        ("Running", "False"),
+        ("Succeeded", "True"),
+    ]
     assert run.status["completionTime"] == st.timestamp(run.now)
     assert "failure" not in run.status
     assert run.replicas("StatefulSet") == {"mnist-chief": 0, "mnist-ps": 0, "mnist-worker": 0}
     assert run.status["replicaStatuses"]["Chief"] == {
-        "active": 0, "succeeded": 1, "failed": 0, "restarts": 0}
+        "active": 0,
+        "succeeded": 1,
+        "failed": 0,
+        "restarts": 0,
+    }
     assert run.reasons() == ["TFJobCreated", "TFJobRunning", "TFJobSucceeded"]
     assert all(t == "Normal" for t, _, _ in run.events)
     # Scaled-down pods disappear; the outcome stays.
@@ -125,8 +135,10 @@ def test_all_workers_remembers_workers_that_exited_0_and_restarted():
     # The StatefulSet restarts worker 0 (restartPolicy Always): its success is remembered.
     run.step(pod("mnist", "worker", 0, last_exit=0, restarts=1), pod("mnist", "worker", 1))
     assert run.state() == "Running"
-    run.step(pod("mnist", "worker", 0, last_exit=0, restarts=1),
-             pod("mnist", "worker", 1, state="terminated", exit_code=0))
+    run.step(
+        pod("mnist", "worker", 0, last_exit=0, restarts=1),
+        pod("mnist", "worker", 1, state="terminated", exit_code=0),
+    )
     assert run.state() == "Succeeded"
     assert run.status["restarts"] == 0, "restarts after success are not failures"
 
@@ -135,15 +147,22 @@ def test_worker_exit_1_under_never_fails_with_exit_code_and_pod():
     spec = {"PS": 1, "Worker": 2}
     run = Run(tfjob(replicas=spec))
     run.step(*running("mnist", spec))
-    run.step(pod("mnist", "ps", 0), pod("mnist", "worker", 0),
-             pod("mnist", "worker", 1, state="terminated", exit_code=1))
+    run.step(
+        pod("mnist", "ps", 0),
+        pod("mnist", "worker", 0),
+        pod("mnist", "worker", 1, state="terminated", exit_code=1),
+    )
     assert run.state() == "Failed"
     cond = st.find(run.status, "Failed")
     assert cond["reason"] == "TFJobFailed"
     assert "Worker pod mnist-worker-1 exited with code 1 (Error)" in cond["message"]
     assert "restartPolicy Never" in cond["message"]
     assert run.status["failure"] == {
-        "replicaType": "Worker", "pod": "mnist-worker-1", "exitCode": 1, "reason": "Error"}
+        "replicaType": "Worker",
+        "pod": "mnist-worker-1",
+        "exitCode": 1,
+        "reason": "Error",
+    }
     assert run.status["replicaStatuses"]["Worker"]["failed"] == 1
     assert run.replicas("StatefulSet") == {"mnist-ps": 0, "mnist-worker": 0}
     assert ("Warning", "TFJobFailed") in [(t, r) for t, r, _ in run.events]
@@ -160,15 +179,22 @@ def test_failure_seen_only_after_the_kubelet_restarted_it_still_fails_under_neve
 
 @pytest.mark.parametrize(
     ("code", "reason", "outcome"),
-    [(137, "OOMKilled", "Restarting"), (143, "Error", "Restarting"), (1, "Error", "Failed"),
-     (127, "Error", "Failed"), (128, "Error", "Restarting")],
+    [
+        (137, "OOMKilled", "Restarting"),
+        (143, "Error", "Restarting"),
+        (1, "Error", "Failed"),
+        (127, "Error", "Failed"),
+        (128, "Error", "Restarting"),
+    ],
 )
 def test_exit_code_policy(code, reason, outcome):
     spec = {"Worker": 2}
     run = Run(tfjob(replicas=spec, restart_policy="ExitCode"))
     run.step(*running("mnist", spec))
-    run.step(pod("mnist", "worker", 0),
-             pod("mnist", "worker", 1, state="terminated", exit_code=code, reason=reason))
+    run.step(
+        pod("mnist", "worker", 0),
+        pod("mnist", "worker", 1, state="terminated", exit_code=code, reason=reason),
+    )
     assert run.state() == outcome
     if outcome == "Failed":
         assert run.status["failure"]["exitCode"] == code
@@ -183,12 +209,16 @@ def test_retryable_exit_restarting_then_running_counts_once():
     spec = {"Worker": 2}
     run = Run(tfjob(replicas=spec, restart_policy="ExitCode"))
     run.step(*running("mnist", spec))
-    run.step(pod("mnist", "worker", 0),
-             pod("mnist", "worker", 1, state="terminated", exit_code=137, reason="OOMKilled"))
+    run.step(
+        pod("mnist", "worker", 0),
+        pod("mnist", "worker", 1, state="terminated", exit_code=137, reason="OOMKilled"),
+    )
     assert run.state() == "Restarting"
     for _ in range(2):  # the restarted container, seen twice
-        run.step(pod("mnist", "worker", 0),
-                 pod("mnist", "worker", 1, last_exit=137, last_reason="OOMKilled", restarts=1))
+        run.step(
+            pod("mnist", "worker", 0),
+            pod("mnist", "worker", 1, last_exit=137, last_reason="OOMKilled", restarts=1),
+        )
         assert run.state() == "Running"
         assert run.status["replicaStatuses"]["Worker"]["restarts"] == 1
         assert run.status["restarts"] == 1
@@ -271,8 +301,13 @@ def test_suspend_and_resume():
     assert run.replicas("StatefulSet") == {"mnist-ps": 1, "mnist-worker": 1}
     run.step(*running("mnist", spec))
     assert run.state() == "Running"
-    assert run.reasons() == ["TFJobCreated", "TFJobRunning", "TFJobSuspended", "TFJobResumed",
-                             "TFJobRunning"]
+    assert run.reasons() == [
+        "TFJobCreated",
+        "TFJobRunning",
+        "TFJobSuspended",
+        "TFJobResumed",
+        "TFJobRunning",
+    ]
 
 
 @pytest.mark.parametrize(("policy", "replicas"), [("Running", 0), ("All", 0), ("None", 2)])
@@ -282,7 +317,8 @@ def test_clean_pod_policy(policy, replicas):
     assert run.state() == "Succeeded"
     assert run.replicas("StatefulSet") == {"mnist-worker": replicas}
     assert [c["metadata"]["name"] for c in run.last.children if c["kind"] == "Service"] == [
-        "mnist-worker"], "Services stay until the TFJob is deleted"
+        "mnist-worker"
+    ], "Services stay until the TFJob is deleted"
 
 
 def test_ttl_after_finished_deletes_the_job():

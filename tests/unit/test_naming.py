@@ -1,5 +1,4 @@
 import pytest
-
 from tfjob_operator import naming
 from tfjob_operator.api import ReplicaType as RT
 
@@ -7,13 +6,42 @@ from tfjob_operator.api import ReplicaType as RT
 @pytest.mark.parametrize(
     ("job", "rt", "index", "ns", "domain", "port", "want"),
     [
-        ("mnist", RT.WORKER, 0, "default", "cluster.local", 2222,
-         "mnist-worker-0.mnist-worker.default.svc.cluster.local:2222"),
-        ("mnist", RT.PS, 3, "team-a", "cluster.local", 2222,
-         "mnist-ps-3.mnist-ps.team-a.svc.cluster.local:2222"),
-        ("j", RT.CHIEF, 0, "ml", "corp.example", 5000, "j-chief-0.j-chief.ml.svc.corp.example:5000"),
-        ("j", RT.EVALUATOR, 0, "ml", "cluster.local", 2222,
-         "j-evaluator-0.j-evaluator.ml.svc.cluster.local:2222"),
+        (
+            "mnist",
+            RT.WORKER,
+            0,
+            "default",
+            "cluster.local",
+            2222,
+            "mnist-worker-0.mnist-worker.default.svc.cluster.local:2222",
+        ),
+        (
+            "mnist",
+            RT.PS,
+            3,
+            "team-a",
+            "cluster.local",
+            2222,
+            "mnist-ps-3.mnist-ps.team-a.svc.cluster.local:2222",
+        ),
+        (
+            "j",
+            RT.CHIEF,
+            0,
+            "ml",
+            "corp.example",
+            5000,
+            "j-chief-0.j-chief.ml.svc.corp.example:5000",
+        ),
+        (
+            "j",
+            RT.EVALUATOR,
+            0,
+            "ml",
+            "cluster.local",
+            2222,
+            "j-evaluator-0.j-evaluator.ml.svc.cluster.local:2222",
+        ),
     ],
 )
 def test_pod_address(job, rt, index, ns, domain, port, want):

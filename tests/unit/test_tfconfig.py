@@ -3,7 +3,6 @@
 import json
 
 import pytest
-
 from tfjob_operator import tfconfig
 from tfjob_operator.api import ReplicaType as RT
 
@@ -14,36 +13,58 @@ def addr(job, rt, i, ns="ns", domain="cluster.local", port=2222):
 
 CASES = [
     pytest.param(
-        {RT.PS: 2, RT.WORKER: 3}, {}, "cluster.local",
-        {"ps": [addr("j", "ps", 0), addr("j", "ps", 1)],
-         "worker": [addr("j", "worker", i) for i in range(3)]},
+        {RT.PS: 2, RT.WORKER: 3},
+        {},
+        "cluster.local",
+        {
+            "ps": [addr("j", "ps", 0), addr("j", "ps", 1)],
+            "worker": [addr("j", "worker", i) for i in range(3)],
+        },
         id="ps+worker",
     ),
     pytest.param(
-        {RT.CHIEF: 1, RT.WORKER: 2, RT.PS: 1}, {}, "cluster.local",
-        {"chief": [addr("j", "chief", 0)], "ps": [addr("j", "ps", 0)],
-         "worker": [addr("j", "worker", 0), addr("j", "worker", 1)]},
+        {RT.CHIEF: 1, RT.WORKER: 2, RT.PS: 1},
+        {},
+        "cluster.local",
+        {
+            "chief": [addr("j", "chief", 0)],
+            "ps": [addr("j", "ps", 0)],
+            "worker": [addr("j", "worker", 0), addr("j", "worker", 1)],
+        },
         id="chief+worker+ps",
     ),
     pytest.param(
-        {RT.WORKER: 4}, {}, "cluster.local",
+        {RT.WORKER: 4},
+        {},
+        "cluster.local",
         {"worker": [addr("j", "worker", i) for i in range(4)]},
         id="worker-only",
     ),
     pytest.param(
-        {RT.CHIEF: 1, RT.WORKER: 1, RT.PS: 1, RT.EVALUATOR: 1}, {}, "cluster.local",
-        {"chief": [addr("j", "chief", 0)], "ps": [addr("j", "ps", 0)],
-         "worker": [addr("j", "worker", 0)]},
+        {RT.CHIEF: 1, RT.WORKER: 1, RT.PS: 1, RT.EVALUATOR: 1},
+        {},
+        "cluster.local",
+        {
+            "chief": [addr("j", "chief", 0)],
+            "ps": [addr("j", "ps", 0)],
+            "worker": [addr("j", "worker", 0)],
+        },
         id="evaluator-left-out",
     ),
     pytest.param(
-        {RT.MASTER: 1, RT.WORKER: 1}, {RT.MASTER: 3000, RT.WORKER: 4000}, "corp.example",
-        {"master": [addr("j", "master", 0, domain="corp.example", port=3000)],
-         "worker": [addr("j", "worker", 0, domain="corp.example", port=4000)]},
+        {RT.MASTER: 1, RT.WORKER: 1},
+        {RT.MASTER: 3000, RT.WORKER: 4000},
+        "corp.example",
+        {
+            "master": [addr("j", "master", 0, domain="corp.example", port=3000)],
+            "worker": [addr("j", "worker", 0, domain="corp.example", port=4000)],
+        },
         id="master-custom-domain-and-ports",
     ),
     pytest.param(
-        {RT.PS: 1, RT.WORKER: 0, RT.CHIEF: 1}, {}, "cluster.local",
+        {RT.PS: 1, RT.WORKER: 0, RT.CHIEF: 1},
+        {},
+        "cluster.local",
         {"chief": [addr("j", "chief", 0)], "ps": [addr("j", "ps", 0)]},
         id="zero-replicas-omitted",
     ),
@@ -65,7 +86,8 @@ def test_template_expands_to_valid_tf_config(rt, index):
     expanded = tfconfig.expand(template, index)
     parsed = json.loads(expanded)
     assert parsed == {
-        "cluster": cluster, "task": {"type": rt.task_type, "index": index},
+        "cluster": cluster,
+        "task": {"type": rt.task_type, "index": index},
         "environment": "cloud",
     }
     assert expanded == tfconfig.tf_config(cluster, rt, index)

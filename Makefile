@@ -1,0 +1,48 @@
+# Everything a fresh machine needs is installed by these targets; heavy builds are cached
+# under $(TFJOB_CACHE) (default ~/.cache/tfjob-operator).
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: help venv setup test unit lint crd bench up clean
+
+help:
+	@echo "make test   - install everything needed, lint, run the whole suite"
+	@echo "make unit   - unit tests only (no control plane)"
+	@echo "make up     - a local kube-apiserver + controller-manager with the CRD, for trying things"
+	@echo "make crd    - regenerate manifests/crd.yaml from the API models"
+	@echo "make bench  - benchmarks on the real control plane"
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[operator,dev]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+setup: venv
+	bash tests/support/build-control-plane.sh
+	$(PY) -m tests.support.tools
+
+lint: venv
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check operator trainer tests benchmarks
+
+unit: venv
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+test: setup lint
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+crd: venv
+	$(PY) -m tfjob_operator.crd > manifests/crd.yaml
+
+bench: setup
+	$(PY) benchmarks/create_jobs.py
+
+up: setup
+	$(PY) -m tests.support.controlplane up
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,94 @@
+"""The real test bed: etcd + kube-apiserver + kube-controller-manager on 127.0.0.1, the CRD
+applied with kubectl, and the operator running as its own process, as a user would run it."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import kubernetes
+import pytest
+
+from tests.support.controlplane import ControlPlane, ensure_binaries
+from tests.support.kube import Kubectl, Kubelet, wait_for
+from tests.support.operator import OperatorProcess
+from tests.support.tools import ensure_tools
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory) -> Iterator[ControlPlane]:
+    plane = ControlPlane(tmp_path_factory.mktemp("control-plane"), ensure_binaries())
+    try:
+        plane.start()
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture(scope="session")
+def kubectl(control_plane) -> Kubectl:
+    return Kubectl(ensure_tools().kubectl, control_plane.kubeconfig)
+
+
+@pytest.fixture(scope="session")
+def api(control_plane) -> kubernetes.client.ApiClient:
+    return kubernetes.config.new_client_from_config(config_file=str(control_plane.kubeconfig))
+
+
+@pytest.fixture(scope="session")
+def core(api) -> kubernetes.client.CoreV1Api:
+    return kubernetes.client.CoreV1Api(api)
+
+
+@pytest.fixture(scope="session")
+def apps(api) -> kubernetes.client.AppsV1Api:
+    return kubernetes.client.AppsV1Api(api)
+
+
+@pytest.fixture(scope="session")
+def custom(api) -> kubernetes.client.CustomObjectsApi:
+    return kubernetes.client.CustomObjectsApi(api)
+
+
+@pytest.fixture(scope="session")
+def crd(kubectl) -> None:
+    """The CRD as users install it."""
+    kubectl("apply", "-f", str(ROOT / "manifests" / "crd.yaml"))
+    kubectl("wait", "--for=condition=established", "--timeout=60s", "crd/tfjobs.tfjob.dev")
+
+
+@pytest.fixture(scope="session")
+def operator(control_plane, crd, tmp_path_factory) -> Iterator[OperatorProcess]:
+    env = {**os.environ, "KUBECONFIG": str(control_plane.kubeconfig), "PYTHONUNBUFFERED": "1"}
+    proc = OperatorProcess(env, tmp_path_factory.mktemp("operator") / "operator.log")
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+        print(f"operator log: {proc.log}")
+
+
+@pytest.fixture
+def ns(kubectl, core, request) -> Iterator[str]:
+    """A namespace of the test's own, deleted afterwards (without waiting)."""
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    kubectl("create", "namespace", name)
+    wait_for(
+        lambda: core.list_namespaced_service_account(name).items,
+        60,
+        f"default service account in {name}",
+    )
+    yield name
+    kubectl("delete", "namespace", name, "--wait=false")
+
+
+@pytest.fixture
+def kubelet(core, ns) -> Kubelet:
+    return Kubelet(core, ns)

@@ -1,0 +1,369 @@
+"""The real operator process against the real API server, driven through a job's whole life.
+
+There is no kubelet: the StatefulSet controller creates Pod objects and the tests write their
+container statuses, as a kubelet would, to drive the job.
+"""
+
+from __future__ import annotations
+
+import json
+
+import kubernetes
+import pytest
+from tfjob_operator import status as st
+from tfjob_operator.api import GROUP, PLURAL, VERSION
+
+from tests.support.jobs import tfjob
+from tests.support.kube import wait_for
+
+pytestmark = pytest.mark.integration
+
+CHILD_WAIT = 60
+GC_WAIT = 120  # the garbage collector rescans new kinds every 30 s on 1.20
+
+
+@pytest.fixture
+def job(custom, core, apps, kubectl, ns, operator):
+    return Job(custom, core, apps, kubectl, ns)
+
+
+class Job:
+    """Read-side helpers for one namespace."""
+
+    def __init__(self, custom, core, apps, kubectl, ns):
+        self.custom, self.core, self.apps, self.kubectl, self.ns = custom, core, apps, kubectl, ns
+
+    def create(self, body):
+        body["metadata"]["namespace"] = self.ns
+        body["metadata"].pop("uid", None)
+        self.kubectl.apply(body)
+        return body["metadata"]["name"]
+
+    def get(self, name):
+        return self.custom.get_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, name)
+
+    def status(self, name):
+        return self.get(name).get("status") or {}
+
+    def wait_state(self, name, state, timeout=CHILD_WAIT):
+        return wait_for(
+            lambda: st.state(s := self.status(name)) == state and s,
+            timeout,
+            f"TFJob {name} to be {state} (now {st.state(self.status(name))!r})",
+        )
+
+    def statefulsets(self, name):
+        sel = f"tfjob.dev/job-name={name}"
+        return {
+            s.metadata.name: s
+            for s in self.apps.list_namespaced_stateful_set(self.ns, label_selector=sel).items
+        }
+
+    def services(self, name):
+        sel = f"tfjob.dev/job-name={name}"
+        return {
+            s.metadata.name: s
+            for s in self.core.list_namespaced_service(self.ns, label_selector=sel).items
+        }
+
+    def pods(self, name):
+        sel = f"tfjob.dev/job-name={name}"
+        return sorted(
+            p.metadata.name
+            for p in self.core.list_namespaced_pod(self.ns, label_selector=sel).items
+        )
+
+    def wait_pods(self, name, count):
+        return wait_for(
+            lambda: len(p := self.pods(name)) == count and p, CHILD_WAIT, f"{count} pods of {name}"
+        )
+
+    def wait_replicas(self, name, want):
+        def check():
+            got = {n: s.spec.replicas for n, s in self.statefulsets(name).items()}
+            return got == want and got
+
+        return wait_for(check, CHILD_WAIT, f"StatefulSet replicas {want}")
+
+    def events(self, name):
+        items = self.core.list_namespaced_event(
+            self.ns, field_selector=f"involvedObject.name={name},involvedObject.kind=TFJob"
+        ).items
+        return [(e.type, e.reason, e.message) for e in items]
+
+
+def test_apply_creates_statefulsets_services_pvc_and_tf_config(job, kubectl):
+    body = tfjob(
+        replicas={"Chief": 1, "PS": 1, "Worker": 2}, checkpoint={"storage": {"size": "1Gi"}}
+    )
+    name = job.create(body)
+    uid = job.get(name)["metadata"]["uid"]
+    sts = wait_for(
+        lambda: len(s := job.statefulsets(name)) == 3 and s, CHILD_WAIT, "3 StatefulSets"
+    )
+    svcs = job.services(name)
+    assert set(sts) == set(svcs) == {"mnist-chief", "mnist-ps", "mnist-worker"}
+    pvc = job.core.read_namespaced_persistent_volume_claim("mnist-checkpoints", job.ns)
+    for obj in [*sts.values(), *svcs.values(), pvc]:
+        (ref,) = obj.metadata.owner_references
+        assert (ref.kind, ref.name, ref.uid, ref.controller) == ("TFJob", name, uid, True)
+        assert obj.metadata.labels["app.kubernetes.io/managed-by"] == "tfjob-operator"
+    svc = svcs["mnist-worker"]
+    assert svc.spec.cluster_ip == "None" and svc.spec.publish_not_ready_addresses
+    assert [(p.name, p.port, p.protocol) for p in svc.spec.ports] == [("tfjob-port", 2222, "TCP")]
+    worker = sts["mnist-worker"].spec
+    assert (worker.replicas, worker.service_name, worker.pod_management_policy) == (
+        2,
+        "mnist-worker",
+        "Parallel",
+    )
+
+    # The StatefulSet controller made real pods; their env carries the TF_CONFIG template.
+    assert job.wait_pods(name, 4) == [
+        "mnist-chief-0",
+        "mnist-ps-0",
+        "mnist-worker-0",
+        "mnist-worker-1",
+    ]
+    pod = job.core.read_namespaced_pod("mnist-worker-1", job.ns)
+    env = {e.name: e for e in pod.spec.containers[0].env}
+    assert env["TFJOB_TASK_INDEX"].value_from.field_ref.field_path == (
+        "metadata.labels['apps.kubernetes.io/pod-index']"
+    )
+    tf_config = env["TF_CONFIG"].value
+    expanded = json.loads(tf_config.replace("$(TFJOB_TASK_INDEX)", "1"))
+    assert expanded["task"] == {"type": "worker", "index": 1}
+    assert expanded["cluster"]["ps"] == [f"mnist-ps-0.mnist-ps.{job.ns}.svc.cluster.local:2222"]
+    assert env["TFJOB_CHECKPOINT_DIR"].value == "/checkpoints"
+    mounts = {m.name: m.mount_path for m in pod.spec.containers[0].volume_mounts}
+    assert mounts["tfjob-checkpoints"] == "/checkpoints"
+    ps = job.core.read_namespaced_pod("mnist-ps-0", job.ns)
+    assert "TFJOB_CHECKPOINT_DIR" not in {e.name for e in ps.spec.containers[0].env}
+
+    status = job.wait_state(name, "Created")
+    assert status["startTime"] and status["activeReplicas"] == "0/4"
+    out = kubectl("get", "tfj", "-n", job.ns)
+    assert "STATE" in out and "RESTARTS" in out and name in out
+
+
+def test_chief_exit_0_succeeds_and_scales_down(job, kubelet):
+    name = job.create(tfjob(replicas={"Chief": 1, "PS": 1, "Worker": 2}))
+    pods = job.wait_pods(name, 4)
+    kubelet.run_all(pods)
+    job.wait_state(name, "Running")
+    kubelet.set("mnist-worker-1", state="terminated", exit_code=0)  # a worker alone decides nothing
+    kubelet.set("mnist-chief-0", state="terminated", exit_code=0)
+    status = job.wait_state(name, "Succeeded")
+    assert [(c["type"], c["status"]) for c in status["conditions"]] == [
+        ("Created", "True"),
+        ("Running", "False"),
+        ("Succeeded", "True"),
+    ]
+    assert status["completionTime"] and "failure" not in status
+    job.wait_replicas(name, {"mnist-chief": 0, "mnist-ps": 0, "mnist-worker": 0})
+    wait_for(lambda: job.pods(name) == [], CHILD_WAIT, "pods scaled away")
+    assert len(job.services(name)) == 3, "Services stay until the TFJob is deleted"
+    want = {"TFJobCreated", "TFJobRunning", "TFJobSucceeded"}
+    wait_for(lambda: want <= {r for _, r, _ in job.events(name)}, CHILD_WAIT, f"events {want}")
+
+
+def test_worker_exit_1_under_never_fails_with_exit_code_in_status(job, kubelet, kubectl):
+    name = job.create(tfjob(replicas={"PS": 1, "Worker": 2}))
+    kubelet.run_all(job.wait_pods(name, 3))
+    job.wait_state(name, "Running")
+    kubelet.set("mnist-worker-1", state="terminated", exit_code=1)
+    status = job.wait_state(name, "Failed")
+    assert status["failure"] == {
+        "replicaType": "Worker",
+        "pod": "mnist-worker-1",
+        "exitCode": 1,
+        "reason": "Error",
+    }
+    assert "mnist-worker-1 exited with code 1" in st.find(status, "Failed")["message"]
+    job.wait_replicas(name, {"mnist-ps": 0, "mnist-worker": 0})
+    wide = kubectl("get", "tfj", name, "-n", job.ns, "-o", "wide")
+    assert "EXITCODE" in wide and wide.split()[-1] == "1"
+    events = wait_for(
+        lambda: [e for e in job.events(name) if e[1] == "TFJobFailed"],
+        CHILD_WAIT,
+        "a TFJobFailed event",
+    )
+    assert events[0][0] == "Warning"
+
+
+def test_retryable_exits_restart_then_run_until_backoff_limit(job, kubelet):
+    name = job.create(
+        tfjob(replicas={"Worker": 2}, restart_policy="ExitCode", run_policy={"backoffLimit": 1})
+    )
+    kubelet.run_all(job.wait_pods(name, 2))
+    job.wait_state(name, "Running")
+    kubelet.set("mnist-worker-1", state="terminated", exit_code=137, reason="OOMKilled")
+    status = job.wait_state(name, "Restarting")
+    assert status["restarts"] == 1
+    assert "exited with code 137 (OOMKilled)" in st.find(status, "Restarting")["message"]
+    kubelet.set("mnist-worker-1", last_exit=137, last_reason="OOMKilled", restarts=1)
+    status = job.wait_state(name, "Running")
+    assert status["replicaStatuses"]["Worker"]["restarts"] == 1
+    assert job.statefulsets(name)["mnist-worker"].spec.replicas == 2
+    kubelet.set("mnist-worker-0", state="terminated", exit_code=143)
+    status = job.wait_state(name, "Failed")
+    assert st.find(status, "Failed")["reason"] == "BackoffLimitExceeded"
+    assert status["restarts"] == 2
+    assert status["failure"]["pod"] == "mnist-worker-0" and status["failure"]["exitCode"] == 143
+
+
+def test_suspend_scales_to_zero_and_resume_brings_pods_back(job, kubelet, kubectl):
+    name = job.create(tfjob(replicas={"PS": 1, "Worker": 1}))
+    kubelet.run_all(job.wait_pods(name, 2))
+    job.wait_state(name, "Running")
+    kubectl(
+        "patch",
+        "tfj",
+        name,
+        "-n",
+        job.ns,
+        "--type=merge",
+        "-p",
+        '{"spec":{"runPolicy":{"suspend":true}}}',
+    )
+    status = job.wait_state(name, "Suspended")
+    assert st.find(status, "Running")["status"] == "False"
+    job.wait_replicas(name, {"mnist-ps": 0, "mnist-worker": 0})
+    wait_for(lambda: job.pods(name) == [], CHILD_WAIT, "suspended pods gone")
+    kubectl(
+        "patch",
+        "tfj",
+        name,
+        "-n",
+        job.ns,
+        "--type=merge",
+        "-p",
+        '{"spec":{"runPolicy":{"suspend":false}}}',
+    )
+    job.wait_replicas(name, {"mnist-ps": 1, "mnist-worker": 1})
+    kubelet.run_all(job.wait_pods(name, 2))
+    status = job.wait_state(name, "Running")
+    assert st.find(status, "Suspended")["reason"] == "TFJobResumed"
+
+
+def test_schema_errors_are_refused_by_the_api_server(job, kubectl):
+    body = tfjob(replicas={"Worker": 1})
+    body["metadata"]["namespace"] = job.ns
+    body["spec"]["tfReplicaSpecs"]["Worker"]["restartPolicy"] = "Sometimes"
+    proc = kubectl.run("apply", "-f", "-", input=json.dumps(body), check=False)
+    assert proc.returncode != 0
+    assert "restartPolicy" in proc.stderr and "Unsupported value" in proc.stderr
+
+
+def test_semantic_errors_fail_with_invalid_spec_and_a_warning_event(job, operator):
+    name = job.create(tfjob(name="two-chiefs", replicas={"Chief": 2, "Worker": 1}))
+    status = job.wait_state(name, "Failed")
+    cond = st.find(status, "Failed")
+    assert cond["reason"] == "InvalidSpec" and "at most 1 Chief" in cond["message"]
+    events = wait_for(
+        lambda: [e for e in job.events(name) if e[1] == "InvalidSpec"],
+        CHILD_WAIT,
+        "InvalidSpec event",
+    )
+    assert events[0][0] == "Warning"
+    assert job.statefulsets(name) == {} and job.services(name) == {}
+    # No hot loop: the status is written once and stays.
+    rv = job.get(name)["metadata"]["resourceVersion"]
+    job.kubectl("annotate", "tfj", name, "-n", job.ns, "poke=1")
+    after = wait_for(
+        lambda: job.get(name)["metadata"]["annotations"].get("poke") and job.get(name),
+        CHILD_WAIT,
+        "annotation",
+    )
+    assert after["status"] == status and after["metadata"]["resourceVersion"] != rv
+
+
+def test_deleting_the_job_removes_every_child(job, kubectl):
+    name = job.create(
+        tfjob(replicas={"PS": 1, "Worker": 1}, checkpoint={"storage": {"size": "1Gi"}})
+    )
+    job.wait_pods(name, 2)
+    kubectl("delete", "tfj", name, "-n", job.ns, "--wait=false")
+    wait_for(
+        lambda: not job.statefulsets(name) and not job.services(name),
+        GC_WAIT,
+        "StatefulSets and Services garbage-collected",
+    )
+    wait_for(lambda: not job.pods(name), GC_WAIT, "pods garbage-collected")
+
+    def pvc_gone():
+        try:
+            job.core.read_namespaced_persistent_volume_claim("mnist-checkpoints", job.ns)
+        except kubernetes.client.ApiException as e:
+            return e.status == 404
+        return False
+
+    wait_for(pvc_gone, GC_WAIT, "checkpoint claim garbage-collected")
+
+
+def test_deleted_child_is_recreated(job, kubectl):
+    name = job.create(tfjob(replicas={"PS": 1, "Worker": 1}))
+    job.wait_pods(name, 2)
+    kubectl("delete", "service", "mnist-ps", "-n", job.ns)
+    wait_for(lambda: "mnist-ps" in job.services(name), CHILD_WAIT, "Service recreated")
+
+
+def test_reconcile_is_idempotent_no_writes_for_no_change(job, kubelet):
+    name = job.create(tfjob(replicas={"PS": 1, "Worker": 2}))
+    kubelet.run_all(job.wait_pods(name, 3))
+    job.wait_state(name, "Running")
+    before = {n: s.metadata.resource_version for n, s in job.statefulsets(name).items()}
+    status = job.status(name)
+    job.kubectl("annotate", "tfj", name, "-n", job.ns, "poke=1")  # wakes the reconcile
+    kubelet.set("mnist-ps-0")  # and so does a pod event
+    wait_for(
+        lambda: job.get(name)["metadata"].get("annotations", {}).get("poke"),
+        CHILD_WAIT,
+        "annotation seen",
+    )
+    after = {n: s.metadata.resource_version for n, s in job.statefulsets(name).items()}
+    assert after == before and job.status(name) == status
+
+
+def test_active_deadline_fails_the_job(job, kubelet):
+    name = job.create(tfjob(replicas={"Worker": 1}, run_policy={"activeDeadlineSeconds": 2}))
+    kubelet.run_all(job.wait_pods(name, 1))
+    status = job.wait_state(name, "Failed", timeout=30)
+    assert st.find(status, "Failed")["reason"] == "DeadlineExceeded"
+    job.wait_replicas(name, {"mnist-worker": 0})
+
+
+def test_ttl_after_finished_deletes_the_job(job, kubelet):
+    name = job.create(tfjob(replicas={"Worker": 1}, run_policy={"ttlSecondsAfterFinished": 1}))
+    kubelet.set(job.wait_pods(name, 1)[0], state="terminated", exit_code=0)
+
+    def gone():
+        try:
+            job.get(name)
+        except kubernetes.client.ApiException as e:
+            return e.status == 404
+        return False
+
+    wait_for(gone, 30, "TFJob deleted by its TTL")
+
+
+def test_operator_killed_mid_job_converges_without_duplicates(job, kubelet, operator):
+    name = job.create(
+        tfjob(replicas={"Chief": 1, "PS": 1, "Worker": 2}, restart_policy="OnFailure")
+    )
+    kubelet.run_all(job.wait_pods(name, 4))
+    job.wait_state(name, "Running")
+    operator.kill()
+    try:
+        # While it is down, a worker fails and restarts, and the chief finishes.
+        kubelet.set("mnist-worker-0", last_exit=1, restarts=1)
+        kubelet.set("mnist-chief-0", state="terminated", exit_code=0)
+    finally:
+        operator.start()
+    status = job.wait_state(name, "Succeeded")
+    assert status["restarts"] == 1
+    job.wait_replicas(name, {"mnist-chief": 0, "mnist-ps": 0, "mnist-worker": 0})
+    assert sorted(job.statefulsets(name)) == ["mnist-chief", "mnist-ps", "mnist-worker"]
+    assert sorted(job.services(name)) == ["mnist-chief", "mnist-ps", "mnist-worker"]
+    succeeded = [e for e in job.events(name) if e[1] == "TFJobSucceeded"]
+    assert len(succeeded) == 1

@@ -1,0 +1,118 @@
+"""Test-side helpers for a real API server: kubectl as a user runs it, waiting with deadlines,
+and playing the kubelet (there is none) by writing pod status."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import kubernetes
+import yaml
+
+T = TypeVar("T")
+
+
+def wait_for(check: Callable[[], T], timeout: float, what: str, interval: float = 0.2) -> T:
+    """Poll `check` until it returns something truthy; fail with `what` after `timeout`."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        try:
+            last = check()
+            if last:
+                return last
+        except kubernetes.client.ApiException as e:
+            last = f"{e.status} {e.reason}"
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+        time.sleep(interval)
+
+
+class Kubectl:
+    def __init__(self, binary: Path, kubeconfig: Path) -> None:
+        self.binary, self.kubeconfig = binary, kubeconfig
+
+    def run(self, *args: str, input: str | None = None, check: bool = True):
+        proc = subprocess.run(
+            [str(self.binary), "--kubeconfig", str(self.kubeconfig), *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
+        return proc
+
+    def __call__(self, *args: str, input: str | None = None) -> str:
+        return self.run(*args, input=input).stdout
+
+    def apply(self, obj: dict[str, Any] | str, namespace: str | None = None) -> str:
+        text = obj if isinstance(obj, str) else yaml.safe_dump(obj)
+        ns = ["-n", namespace] if namespace else []
+        return self("apply", *ns, "-f", "-", input=text)
+
+    def get_json(self, *args: str) -> Any:
+        return json.loads(self("get", *args, "-o", "json"))
+
+
+class Kubelet:
+    """Writes container statuses the way a kubelet would, for pods that never really run."""
+
+    def __init__(self, core: kubernetes.client.CoreV1Api, namespace: str) -> None:
+        self.core, self.namespace = core, namespace
+
+    def set(
+        self,
+        pod: str,
+        state: str = "running",
+        exit_code: int | None = None,
+        reason: str = "",
+        last_exit: int | None = None,
+        last_reason: str = "",
+        restarts: int = 0,
+    ) -> None:
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        cs: dict[str, Any] = {
+            "name": "tensorflow",
+            "image": "tfjob/test",
+            "imageID": "",
+            "ready": state == "running",
+            "restartCount": restarts,
+            "started": state == "running",
+        }
+        if state == "running":
+            cs["state"] = {"running": {"startedAt": now}}
+        elif state == "waiting":
+            cs["state"] = {"waiting": {"reason": "CrashLoopBackOff"}}
+        else:
+            cs["state"] = {
+                "terminated": {
+                    "exitCode": exit_code,
+                    "reason": reason or ("Completed" if exit_code == 0 else "Error"),
+                    "startedAt": now,
+                    "finishedAt": now,
+                }
+            }
+        cs["lastState"] = (
+            {}
+            if last_exit is None
+            else {
+                "terminated": {
+                    "exitCode": last_exit,
+                    "reason": last_reason or ("Completed" if last_exit == 0 else "Error"),
+                    "startedAt": now,
+                    "finishedAt": now,
+                }
+            }
+        )
+        body = {"status": {"phase": "Running", "podIP": "10.0.0.1", "containerStatuses": [cs]}}
+        self.core.patch_namespaced_pod_status(pod, self.namespace, body)
+
+    def run_all(self, pods: list[str]) -> None:
+        for p in pods:
+            self.set(p)

@@ -1,0 +1,82 @@
+"""The operator as its own process, started and killed the way a deployment would be."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+from tests.support.kube import wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class OperatorProcess:
+    """`python -m tfjob_operator` with a liveness endpoint that tells when it is up."""
+
+    def __init__(self, env: dict[str, str], log: Path) -> None:
+        self.env, self.log = env, log
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def start(self) -> None:
+        port = _free_port()
+        url = f"http://127.0.0.1:{port}/healthz"
+        self.starts += 1
+        out = open(self.log, "ab")  # noqa: SIM115 (the process owns it)
+        out.write(f"\n===== start #{self.starts} =====\n".encode())
+        out.flush()
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tfjob_operator",
+                "--standalone",
+                "--liveness",
+                url,
+                "--log-level",
+                "debug",
+            ],
+            env=self.env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
+
+        def healthy() -> bool:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"operator exited {self.proc.returncode}:\n{self.tail()}")
+            try:
+                with urllib.request.urlopen(url, timeout=1) as r:
+                    return r.status == 200
+            except OSError:
+                return False
+
+        wait_for(healthy, 60, "operator liveness endpoint")
+
+    def kill(self) -> None:
+        """A crash: SIGKILL, no chance to clean up."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(30)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+    def tail(self, lines: int = 60) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])

@@ -1,0 +1,178 @@
+"""StatefulSet, Service and PVC rendering, as tables over pure builders."""
+
+from __future__ import annotations
+
+import pytest
+from tfjob_operator import tfconfig
+from tfjob_operator.api import ReplicaType as RT
+from tfjob_operator.api import parse_spec
+from tfjob_operator.children import JobRef, desired_children
+
+from tests.support.jobs import template, tfjob
+
+JOB = JobRef("mnist", "ml", "uid-1")
+OWNER = {
+    "apiVersion": "tfjob.dev/v1",
+    "kind": "TFJob",
+    "name": "mnist",
+    "uid": "uid-1",
+    "controller": True,
+    "blockOwnerDeletion": True,
+}
+
+
+def children(spec_body, **kw):
+    return desired_children(JOB, parse_spec(spec_body["spec"]), "cluster.local", **kw)
+
+
+def by(kind, objs):
+    return {o["metadata"]["name"]: o for o in objs if o["kind"] == kind}
+
+
+def env_of(sts, container="tensorflow"):
+    c = next(c for c in sts["spec"]["template"]["spec"]["containers"] if c["name"] == container)
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in c.get("env", [])}, c
+
+
+def test_every_replica_type_gets_a_headless_service_and_a_statefulset():
+    objs = children(tfjob(replicas={"Chief": 1, "PS": 2, "Worker": 3, "Evaluator": 1}))
+    names = ["mnist-chief", "mnist-ps", "mnist-worker", "mnist-evaluator"]
+    assert [o["kind"] for o in objs] == ["Service"] * 4 + ["StatefulSet"] * 4
+    assert list(by("Service", objs)) == names and list(by("StatefulSet", objs)) == names
+    for o in objs:
+        assert o["metadata"]["ownerReferences"] == [OWNER]
+        assert o["metadata"]["namespace"] == "ml"
+        assert o["metadata"]["labels"]["tfjob.dev/job-name"] == "mnist"
+        assert o["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "tfjob-operator"
+    svc = by("Service", objs)["mnist-ps"]
+    assert svc["spec"] == {
+        "clusterIP": "None",
+        "publishNotReadyAddresses": True,
+        "selector": {"tfjob.dev/job-name": "mnist", "tfjob.dev/replica-type": "ps"},
+        "ports": [{"name": "tfjob-port", "port": 2222, "targetPort": 2222, "protocol": "TCP"}],
+    }
+    sts = by("StatefulSet", objs)["mnist-worker"]
+    assert sts["spec"]["replicas"] == 3
+    assert sts["spec"]["serviceName"] == "mnist-worker"
+    assert sts["spec"]["podManagementPolicy"] == "Parallel"
+    assert sts["spec"]["selector"] == {
+        "matchLabels": svc["spec"]["selector"] | {"tfjob.dev/replica-type": "worker"}
+    }
+    labels = sts["spec"]["template"]["metadata"]["labels"]
+    assert labels["tfjob.dev/replica-type"] == "worker" and labels["tfjob.dev/job-name"] == "mnist"
+    assert sts["spec"]["template"]["spec"]["restartPolicy"] == "Always"
+
+
+@pytest.mark.parametrize("rt", ["chief", "ps", "worker", "evaluator"])
+def test_env_carries_a_tf_config_template_and_the_downward_index(rt):
+    objs = children(tfjob(replicas={"Chief": 1, "PS": 1, "Worker": 2, "Evaluator": 1}))
+    env, container = env_of(by("StatefulSet", objs)[f"mnist-{rt}"])
+    assert env["TFJOB_TASK_INDEX"] == {
+        "fieldRef": {"fieldPath": "metadata.labels['apps.kubernetes.io/pod-index']"}
+    }
+    names = [e["name"] for e in container["env"]]
+    assert names.index("TFJOB_TASK_INDEX") < names.index("TF_CONFIG"), "needed for $(VAR)"
+    assert env["TFJOB_NAME"] == "mnist" and env["TFJOB_REPLICA_TYPE"] == rt
+    cluster = {
+        "chief": ["mnist-chief-0.mnist-chief.ml.svc.cluster.local:2222"],
+        "ps": ["mnist-ps-0.mnist-ps.ml.svc.cluster.local:2222"],
+        "worker": [f"mnist-worker-{i}.mnist-worker.ml.svc.cluster.local:2222" for i in (0, 1)],
+    }
+    rtype = next(t for t in RT if t.task_type == rt)
+    assert env["TF_CONFIG"] == tfconfig.tf_config_template(cluster, rtype)
+    assert container["ports"] == [{"name": "tfjob-port", "containerPort": 2222, "protocol": "TCP"}]
+
+
+def test_user_template_is_kept_and_only_extended():
+    tpl = template(
+        env=[{"name": "FOO", "value": "1"}, {"name": "TF_CONFIG", "value": "mine"}],
+        ports=[{"name": "tfjob-port", "containerPort": 5000}],
+        resources={"requests": {"nvidia.com/gpu": 2, "cpu": "1"}, "limits": {"nvidia.com/gpu": 2}},
+        volumeMounts=[{"name": "data", "mountPath": "/data"}],
+    )
+    tpl["metadata"] = {"labels": {"team": "a"}, "annotations": {"x": "y"}}
+    tpl["spec"].update(
+        nodeSelector={"gpu": "a100"},
+        tolerations=[{"key": "gpu", "operator": "Exists"}],
+        affinity={"nodeAffinity": {}},
+        securityContext={"runAsUser": 1000},
+        volumes=[{"name": "data", "emptyDir": {}}],
+        restartPolicy="Never",
+    )
+    tpl["spec"]["containers"].append({"name": "sidecar", "image": "busybox"})
+    body = tfjob(replicas={"Worker": 2})
+    body["spec"]["tfReplicaSpecs"]["Worker"]["template"] = tpl
+    body["spec"]["checkpoint"] = {"storage": {"size": "1Gi", "storageClassName": "fast"}}
+    objs = children(body)
+    sts = by("StatefulSet", objs)["mnist-worker"]
+    pod = sts["spec"]["template"]
+    assert pod["metadata"]["annotations"] == {"x": "y"}
+    assert pod["metadata"]["labels"]["team"] == "a"
+    for key in ("nodeSelector", "tolerations", "affinity", "securityContext"):
+        assert pod["spec"][key] == tpl["spec"][key]
+    env, c = env_of(sts)
+    assert env["FOO"] == "1" and env["TF_CONFIG"] != "mine"
+    assert [e["name"] for e in c["env"]].count("TF_CONFIG") == 1
+    assert c["resources"] == tpl["spec"]["containers"][0]["resources"]
+    assert c["ports"] == [{"name": "tfjob-port", "containerPort": 5000}]
+    assert (
+        "5000" in env["TF_CONFIG"]
+        and by("Service", objs)["mnist-worker"]["spec"]["ports"][0]["port"] == 5000
+    )
+    assert env["TFJOB_CHECKPOINT_DIR"] == "/checkpoints"
+    assert c["volumeMounts"] == [
+        {"name": "data", "mountPath": "/data"},
+        {"name": "tfjob-checkpoints", "mountPath": "/checkpoints"},
+    ]
+    assert pod["spec"]["volumes"] == [
+        {"name": "data", "emptyDir": {}},
+        {"name": "tfjob-checkpoints", "persistentVolumeClaim": {"claimName": "mnist-checkpoints"}},
+    ]
+    sidecar = pod["spec"]["containers"][1]
+    assert sidecar == {"name": "sidecar", "image": "busybox"}
+    assert tpl["spec"]["restartPolicy"] == "Never", "the user's template is not mutated"
+    pvc = by("PersistentVolumeClaim", objs)["mnist-checkpoints"]
+    assert pvc["spec"] == {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "1Gi"}},
+        "storageClassName": "fast",
+    }
+    assert pvc["metadata"]["ownerReferences"] == [OWNER]
+    assert objs[0] is pvc, "the claim comes first"
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "claim", "path", "pvc"),
+    [
+        ({"claimName": "shared", "mountPath": "/ckpt"}, "shared", "/ckpt", False),
+        ({"storage": {"size": "5Gi"}}, "mnist-checkpoints", "/checkpoints", True),
+    ],
+)
+def test_checkpoint_volume_goes_to_every_training_replica_but_not_ps(checkpoint, claim, path, pvc):
+    body = tfjob(replicas={"Chief": 1, "PS": 1, "Worker": 1, "Evaluator": 1}, checkpoint=checkpoint)
+    objs = children(body)
+    assert bool(by("PersistentVolumeClaim", objs)) is pvc
+    for name, sts in by("StatefulSet", objs).items():
+        env, _ = env_of(sts)
+        vols = sts["spec"]["template"]["spec"].get("volumes", [])
+        if name == "mnist-ps":
+            assert "TFJOB_CHECKPOINT_DIR" not in env and vols == []
+        else:
+            assert env["TFJOB_CHECKPOINT_DIR"] == path
+            assert vols == [
+                {"name": "tfjob-checkpoints", "persistentVolumeClaim": {"claimName": claim}}
+            ]
+
+
+def test_scaled_down_keeps_everything_but_the_pods():
+    body = tfjob(replicas={"PS": 1, "Worker": 2})
+    up, down = children(body), children(body, scaled_down=True)
+    assert [o["metadata"]["name"] for o in up] == [o["metadata"]["name"] for o in down]
+    assert [o["spec"].get("replicas") for o in down] == [None, None, 0, 0]
+
+
+def test_single_unnamed_container_gets_tf_config():
+    body = tfjob(replicas={"Worker": 1})
+    body["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["name"] = "main"
+    env, _ = env_of(by("StatefulSet", children(body))["mnist-worker"], container="main")
+    assert "TF_CONFIG" in env
