@@ -42,7 +42,7 @@ bench: setup
 	$(PY) benchmarks/create_jobs.py
 
 up: setup
-	$(PY) -m tests.support.controlplane up
+	$(PY) -m tests.support.sandbox
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

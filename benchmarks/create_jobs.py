@@ -23,13 +23,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.support.controlplane import ControlPlane, ensure_binaries  # noqa: E402
-from tests.support.tools import ensure_tools  # noqa: E402
-from tfjob_operator.api import GROUP, PLURAL, VERSION, parse_spec  # noqa: E402
-from tfjob_operator.children import JobRef, desired_children  # noqa: E402
-
 from tests.support.jobs import tfjob  # noqa: E402
 from tests.support.kube import Kubectl, wait_for  # noqa: E402
 from tests.support.operator import OperatorProcess  # noqa: E402
+from tests.support.tools import ensure_tools  # noqa: E402
+from tfjob_operator.api import GROUP, PLURAL, VERSION, parse_spec  # noqa: E402
+from tfjob_operator.children import JobRef, desired_children  # noqa: E402
 
 REPLICAS = {"PS": 1, "Worker": 2}
 CHILDREN_PER_JOB = 4  # 2 Services + 2 StatefulSets

@@ -37,7 +37,6 @@ class Kube:
         self.custom = kubernetes.client.CustomObjectsApi(client)
         self._apply: dict[str, Callable[..., Any]] = {
             "Service": self.core.patch_namespaced_service,
-            "PersistentVolumeClaim": self.core.patch_namespaced_persistent_volume_claim,
             "StatefulSet": self.apps.patch_namespaced_stateful_set,
         }
 
@@ -47,6 +46,9 @@ class Kube:
         The response is not turned into client models: we do not need it, and that saves CPU.
         """
         meta = manifest["metadata"]
+        if manifest["kind"] == "PersistentVolumeClaim":
+            self._create_claim(manifest)
+            return
         response = self._apply[manifest["kind"]](
             meta["name"],
             meta["namespace"],
@@ -57,6 +59,20 @@ class Kube:
             _preload_content=False,
         )
         response.data  # noqa: B018  (read it, so the connection goes back to the pool)
+
+    def _create_claim(self, manifest: dict[str, Any]) -> None:
+        """Claims are created once and never changed: their spec is immutable once bound."""
+        try:
+            response = self.core.create_namespaced_persistent_volume_claim(
+                manifest["metadata"]["namespace"],
+                manifest,
+                field_manager=naming.FIELD_MANAGER,
+                _preload_content=False,
+            )
+            response.data  # noqa: B018
+        except kubernetes.client.ApiException as e:
+            if e.status != 409:
+                raise
 
     def patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         """Merge-patch the status subresource; return the object as stored."""

@@ -10,11 +10,11 @@ import json
 
 import kubernetes
 import pytest
-from tfjob_operator import status as st
-from tfjob_operator.api import GROUP, PLURAL, VERSION
 
 from tests.support.jobs import tfjob
 from tests.support.kube import wait_for
+from tfjob_operator import status as st
+from tfjob_operator.api import GROUP, PLURAL, VERSION
 
 pytestmark = pytest.mark.integration
 

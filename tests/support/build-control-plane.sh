@@ -88,54 +88,51 @@ as_root() {
     if [[ $(id -u) == 0 ]]; then "$@"; else sudo "$@"; fi
 }
 
-APT_UPDATED=0
-apt_update() {
-    if [[ $APT_UPDATED == 0 ]]; then
-        log "apt-get update (log: $LOGS/apt-update.log)"
-        run_logged "$LOGS/apt-update.log" as_root apt-get update
-        APT_UPDATED=1
-    fi
-}
 
-# 1. Debian packages: only touch apt when something is missing.
+# 1. A deb-src entry (same URIs/Suites/Components/Signed-By as the binary entries),
+#    needed only until the source package has been downloaded once.
+DSC="$DEBSRC/kubernetes_${DEB_SRC_VERSION}.dsc"
+NEED_UPDATE=0
+if [[ ! -f "$DSC" ]] \
+    && ! apt-cache showsrc kubernetes 2>/dev/null | grep -qx "Version: ${DEB_SRC_VERSION}"; then
+    if [[ -f /etc/apt/sources.list.d/debian.sources ]]; then
+        if [[ ! -f "$SOURCES_FILE" ]]; then
+            log "adding deb-src entries: $SOURCES_FILE"
+            sed -E 's/^Types:.*/Types: deb-src/' /etc/apt/sources.list.d/debian.sources \
+                | as_root tee "$SOURCES_FILE" >/dev/null
+        fi
+    elif [[ -f /etc/apt/sources.list ]]; then
+        if [[ ! -f "$SOURCES_LIST_FILE" ]]; then
+            log "adding deb-src entries: $SOURCES_LIST_FILE"
+            grep -E '^deb ' /etc/apt/sources.list | sed -E 's/^deb /deb-src /' \
+                | as_root tee "$SOURCES_LIST_FILE" >/dev/null
+        fi
+    else
+        die "no Debian apt sources found to derive deb-src entries from"
+    fi
+    NEED_UPDATE=1
+fi
+
+# 2. Debian packages: only touch apt when something is missing.
 missing=()
 [[ -x "$GO" ]] || missing+=(golang-1.19-go)
 [[ -x "$ETCD" ]] || missing+=(etcd-server)
 [[ -d "$REFLECT2_SRC" ]] || missing+=(golang-github-modern-go-reflect2-dev)
 command -v openssl >/dev/null || missing+=(openssl)
 command -v dpkg-source >/dev/null || missing+=(dpkg-dev)
-command -v flock >/dev/null || missing+=(util-linux)
+if ((${#missing[@]})) || [[ $NEED_UPDATE == 1 ]]; then
+    log "apt-get update (log: $LOGS/apt-update.log)"
+    run_logged "$LOGS/apt-update.log" as_root apt-get update
+fi
 if ((${#missing[@]})); then
-    apt_update
     log "apt-get install ${missing[*]} (log: $LOGS/apt-install.log)"
     run_logged "$LOGS/apt-install.log" as_root env DEBIAN_FRONTEND=noninteractive \
         apt-get install -y --no-install-recommends "${missing[@]}"
 fi
 "$GO" version | grep -q 'go1\.19' || die "$GO is not Go 1.19"
 
-# 2. The Debian source package (Kubernetes 1.20.2 with vendor/).
-DSC="$DEBSRC/kubernetes_${DEB_SRC_VERSION}.dsc"
+# The source package: Kubernetes 1.20.2 with vendor/.
 if [[ ! -f "$DSC" ]]; then
-    if ! apt-cache showsrc kubernetes 2>/dev/null | grep -qx "Version: ${DEB_SRC_VERSION}"; then
-        if [[ -f /etc/apt/sources.list.d/debian.sources ]]; then
-            if [[ ! -f "$SOURCES_FILE" ]]; then
-                log "adding deb-src entries: $SOURCES_FILE"
-                # Same URIs/Suites/Components/Signed-By as the binary entries.
-                sed -E 's/^Types:.*/Types: deb-src/' /etc/apt/sources.list.d/debian.sources \
-                    | as_root tee "$SOURCES_FILE" >/dev/null
-            fi
-        elif [[ -f /etc/apt/sources.list ]]; then
-            if [[ ! -f "$SOURCES_LIST_FILE" ]]; then
-                log "adding deb-src entries: $SOURCES_LIST_FILE"
-                grep -E '^deb ' /etc/apt/sources.list | sed -E 's/^deb /deb-src /' \
-                    | as_root tee "$SOURCES_LIST_FILE" >/dev/null
-            fi
-        else
-            die "no Debian apt sources found to derive deb-src entries from"
-        fi
-        APT_UPDATED=0
-        apt_update
-    fi
     log "downloading source package kubernetes=${DEB_SRC_VERSION} (log: $LOGS/apt-source.log)"
     rm -rf "$DEBSRC.tmp" && mkdir -p "$DEBSRC.tmp"
     (cd "$DEBSRC.tmp" && run_logged "$LOGS/apt-source.log" \

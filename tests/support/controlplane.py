@@ -19,6 +19,7 @@ import contextlib
 import ctypes
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -72,14 +73,18 @@ def build(force: bool = False) -> None:
     subprocess.run(cmd, check=True, env=env)
 
 
-def _built_binaries() -> Binaries:
-    build()
+def _cached_binaries() -> Binaries:
     bin_dir = built_bin_dir()
     return Binaries(
         etcd=DEBIAN_ETCD,
         kube_apiserver=bin_dir / "kube-apiserver",
         kube_controller_manager=bin_dir / "kube-controller-manager",
     )
+
+
+def _built_binaries() -> Binaries:
+    build()
+    return _cached_binaries()
 
 
 def ensure_binaries() -> Binaries:
@@ -103,6 +108,16 @@ def ensure_binaries() -> Binaries:
         kube_apiserver=asset_dir / "kube-apiserver",
         kube_controller_manager=kcm,
     )
+
+
+def _minor_version(binary: Path) -> int:
+    """Minor version from ``--version`` ("Kubernetes v1.20.2"), to adapt flags for
+    other releases passed in through $KUBEBUILDER_ASSETS."""
+    out = subprocess.run([str(binary), "--version"], capture_output=True, text=True).stdout
+    match = re.search(r"v1\.(\d+)", out)
+    if not match:
+        raise ControlPlaneError(f"cannot tell the version of {binary}: {out!r}")
+    return int(match.group(1))
 
 
 class ControlPlaneError(RuntimeError):
@@ -145,8 +160,10 @@ _PR_SET_PDEATHSIG = 1
 def _child_setup(parent_pid: int) -> Callable[[], None]:
     """Have the kernel SIGTERM the child if this process dies without calling stop().
 
-    The child also gets its own session, so stop() can signal its whole group and a
-    terminal's Ctrl-C reaches only this process, which then stops the plane in order.
+    The child also gets its own process group (setsid), so stop() can signal the whole
+    group and a terminal's Ctrl-C reaches only this process, which stops the plane in order.
+    PDEATHSIG fires when the *thread* that started the child exits: start the plane from a
+    thread that outlives it (normally the main thread).
     """
 
     def setup() -> None:
@@ -295,6 +312,9 @@ class ControlPlane:
     def _start(self, deadline: float) -> None:
         binaries = self.binaries or ensure_binaries()
         self.binaries = binaries
+        # 1.24 removed the insecure ports and stopped creating SA token secrets.
+        legacy = _minor_version(binaries.kube_apiserver) < 24
+        kcm_legacy = _minor_version(binaries.kube_controller_manager) < 24
         self.workdir.mkdir(parents=True, exist_ok=True)
         for sub in ("etcd-data", "pki", "flexvolume"):
             shutil.rmtree(self.workdir / sub, ignore_errors=True)
@@ -348,7 +368,7 @@ class ControlPlane:
                 "--advertise-address=127.0.0.1",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={api_port}",
-                "--insecure-port=0",
+                *(["--insecure-port=0"] if legacy else []),
                 "--allow-privileged=true",
                 f"--requestheader-client-ca-file={pki['front-proxy-ca'][0]}",
                 "--requestheader-allowed-names=front-proxy-client",
@@ -376,15 +396,18 @@ class ControlPlane:
                 f"--cluster-signing-key-file={pki['ca'][1]}",
                 "--use-service-account-credentials=false",
                 "--leader-elect=false",
-                "--port=0",
+                *(["--port=0"] if kcm_legacy else []),
                 "--secure-port=0",
                 f"--flex-volume-plugin-dir={self.workdir / 'flexvolume'}",
                 "--controllers=*",
             ],
         )
-        # Pod admission in 1.20 needs the SA's token secret, so wait for that, not just the SA.
+        # Pod admission before 1.24 needs the SA's token secret: wait for that, not just the SA.
         self._wait(
-            deadline, kcm, "ServiceAccount default/default with a token", self._default_sa_has_token
+            deadline,
+            kcm,
+            "ServiceAccount default/default" + (" with a token" if legacy else ""),
+            lambda: self._default_sa_ready(need_token=legacy),
         )
 
     def _make_pki(self, pki_dir: Path) -> dict[str, tuple[Path, Path]]:
@@ -507,9 +530,9 @@ class ControlPlane:
         except ValueError:
             return body.decode(errors="replace")
 
-    def _default_sa_has_token(self) -> bool:
+    def _default_sa_ready(self, need_token: bool) -> bool:
         sa = self._get("/api/v1/namespaces/default/serviceaccounts/default")
-        return isinstance(sa, dict) and bool(sa.get("secrets"))
+        return isinstance(sa, dict) and (bool(sa.get("secrets")) or not need_token)
 
     # -- shutdown ---------------------------------------------------------------
 
@@ -557,10 +580,12 @@ def _main(argv: list[str] | None = None) -> int:
 
     if args.command == "build":
         build(force=args.force)
-        print(ensure_binaries())
+        print(_cached_binaries())
         return 0
 
-    # Turn SIGTERM into a clean shutdown as well.
+    # Ctrl-C and SIGTERM both stop the plane cleanly, even where a shell started this
+    # process with SIGINT ignored (background jobs).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     started = time.monotonic()
     with running_control_plane(args.workdir) as plane:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from tfjob_operator.api import ReplicaType, RestartPolicy, SpecError, parse_spec
 
 from tests.support.jobs import tfjob
+from tfjob_operator.api import ReplicaType, RestartPolicy, SpecError, parse_spec
 
 
 def spec_with(**changes):

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
+
+from tests.support.jobs import template, tfjob
 from tfjob_operator import tfconfig
 from tfjob_operator.api import ReplicaType as RT
 from tfjob_operator.api import parse_spec
 from tfjob_operator.children import JobRef, desired_children
-
-from tests.support.jobs import template, tfjob
 
 JOB = JobRef("mnist", "ml", "uid-1")
 OWNER = {

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
+
 from tfjob_operator import crd
 
 ROOT = Path(__file__).resolve().parents[2]

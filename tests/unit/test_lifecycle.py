@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+
+from tests.support.jobs import pod, tfjob
 from tfjob_operator import status as st
 from tfjob_operator.api import TFJobStatus
 from tfjob_operator.lifecycle import Decision, JobView, decide
 from tfjob_operator.pods import observe
-
-from tests.support.jobs import pod, tfjob
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 

@@ -1,4 +1,5 @@
 import pytest
+
 from tfjob_operator import naming
 from tfjob_operator.api import ReplicaType as RT
 

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+
 from tfjob_operator import tfconfig
 from tfjob_operator.api import ReplicaType as RT
 
