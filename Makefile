@@ -22,7 +22,7 @@ $(VENV)/.installed: pyproject.toml
 venv: $(VENV)/.installed
 
 setup: venv
-	bash tests/support/build-control-plane.sh
+	$(PY) -m tests.support.controlplane build
 	$(PY) -m tests.support.tools
 
 lint: venv

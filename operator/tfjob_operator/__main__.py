@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 
@@ -71,6 +72,9 @@ def main(argv: list[str] | None = None) -> None:
         quiet=args.log_level == "warning",
         log_format=kopf.LogFormat[args.log_format.upper()],
     )
+    if args.log_level != "debug":
+        # kopf logs every handled watch event; keep those for debugging, our transitions for info.
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     kopf.run(
         clusterwide=not args.namespace,
         namespaces=args.namespace,

@@ -21,6 +21,7 @@ import kubernetes
 from .kube import Kube
 from .lifecycle import JobView, decide
 from .pods import PodObservation
+from .workqueue import RetryableError
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,16 @@ class Reconciler:
         return body
 
     async def __call__(self, key: JobKey) -> float | None:
+        try:
+            return await self._reconcile(key)
+        except kubernetes.client.ApiException as e:
+            message = _api_message(e)
+            if e.status == 403 and "being terminated" in message:
+                log.debug("%s/%s: namespace is being deleted; nothing to do", *key)
+                return None
+            raise RetryableError(f"{e.status} {e.reason}: {message}") from None
+
+    async def _reconcile(self, key: JobKey) -> float | None:
         body = self._current_body(key)
         if body is None or body["metadata"].get("deletionTimestamp"):
             return None
@@ -93,3 +104,10 @@ class Reconciler:
     def _apply_all(self, children: list[dict[str, Any]]) -> None:
         for child in children:
             self.kube.apply(child)
+
+
+def _api_message(e: kubernetes.client.ApiException) -> str:
+    try:
+        return json.loads(e.body or "{}").get("message") or str(e.reason)
+    except (ValueError, AttributeError):
+        return str(e.body or e.reason)

@@ -16,6 +16,10 @@ log = logging.getLogger(__name__)
 Work = Callable[[Hashable], Awaitable[float | None]]
 
 
+class RetryableError(Exception):
+    """A failure whose message says it all (e.g. an API error): logged without a traceback."""
+
+
 class WorkQueue:
     def __init__(self, work: Work, *, max_backoff: float = 60.0) -> None:
         self._work = work
@@ -60,11 +64,16 @@ class WorkQueue:
                     self._failures.pop(key, None)
                 except asyncio.CancelledError:
                     raise
-                except Exception:
+                except Exception as e:
                     n = self._failures[key] = self._failures.get(key, 0) + 1
                     delay = min(2.0 ** (n - 1), self._max_backoff)
-                    log.exception(
-                        "reconcile of %s failed (attempt %d); retrying in %.0fs", key, n, delay
+                    log.error(
+                        "reconcile of %s failed (attempt %d): %s; retrying in %.0fs",
+                        key,
+                        n,
+                        e,
+                        delay,
+                        exc_info=not isinstance(e, RetryableError),
                     )
                     break
                 if key not in self._dirty:

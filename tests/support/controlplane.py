@@ -579,8 +579,9 @@ def _main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "build":
-        build(force=args.force)
-        print(_cached_binaries())
+        if args.force:
+            build(force=True)
+        print(ensure_binaries())  # honours $KUBEBUILDER_ASSETS
         return 0
 
     # Ctrl-C and SIGTERM both stop the plane cleanly, even where a shell started this
