@@ -50,6 +50,13 @@ class ChildWatch:
             t.start()
 
     def _run(self, list_fn, namespace: str) -> None:
+        try:
+            self._watch(list_fn, namespace)
+        except Exception:
+            if not self._stop.is_set():
+                raise
+
+    def _watch(self, list_fn, namespace: str) -> None:
         w = kubernetes.watch.Watch()
         for ev in w.stream(list_fn, namespace, timeout_seconds=600):
             if self._stop.is_set():
@@ -116,7 +123,7 @@ def run_bare(api, kubectl: Kubectl, n: int, ns: str) -> dict:
     core, apps = kubernetes.client.CoreV1Api(api), kubernetes.client.AppsV1Api(api)
     kubectl("create", "namespace", ns)
     spec = parse_spec(tfjob(replicas=REPLICAS)["spec"])
-    latencies = []
+    latencies, since_start = [], []
     start = time.monotonic()
     for i in range(n):
         t0 = time.monotonic()
@@ -128,7 +135,8 @@ def run_bare(api, kubectl: Kubectl, n: int, ns: str) -> dict:
             else:
                 apps.create_namespaced_stateful_set(ns, obj)
         latencies.append(time.monotonic() - t0)
-    return {"latencies": latencies, "total": time.monotonic() - start}
+        since_start.append(time.monotonic() - start)
+    return {"latencies": latencies, "since_start": since_start, "total": time.monotonic() - start}
 
 
 def main() -> None:
@@ -158,9 +166,13 @@ def main() -> None:
         ("operator: create -> children p99", f"{pct(op['latencies'], 99):.3f} s"),
         ("operator: create -> children max", f"{max(op['latencies']):.3f} s"),
         (f"operator: all {n} jobs' children", f"{op['total']:.2f} s"),
-        ("bare client loop: per job p50", f"{statistics.median(bare['latencies']):.3f} s"),
-        ("bare client loop: per job p99", f"{pct(bare['latencies'], 99):.3f} s"),
-        (f"bare client loop: all {n} jobs", f"{bare['total']:.2f} s"),
+        (
+            "bare loop: burst start -> children p50",
+            f"{statistics.median(bare['since_start']):.3f} s",
+        ),
+        ("bare loop: burst start -> children p99", f"{pct(bare['since_start'], 99):.3f} s"),
+        ("bare loop: one job's children p50", f"{statistics.median(bare['latencies']):.3f} s"),
+        (f"bare loop: all {n} jobs' children", f"{bare['total']:.2f} s"),
         ("ratio operator / bare (all jobs)", f"{op['total'] / bare['total']:.2f}x"),
         ("operator RSS idle / after / peak", f"{idle_rss:.0f} / {rss:.0f} / {peak:.0f} MiB"),
     ]

@@ -146,6 +146,15 @@ def test_apply_creates_statefulsets_services_pvc_and_tf_config(job, kubectl):
     assert "STATE" in out and "RESTARTS" in out and name in out
 
 
+def test_kubectl_explain_describes_the_spec(kubectl, crd):
+    def explain():
+        proc = kubectl.run("explain", "tfjob.spec.runPolicy.backoffLimit", check=False)
+        return proc.returncode == 0 and proc.stdout
+
+    text = wait_for(explain, CHILD_WAIT, "kubectl explain (the CRD schema is published)")
+    assert "failure restarts" in text and "BackoffLimitExceeded" in text
+
+
 def test_chief_exit_0_succeeds_and_scales_down(job, kubelet):
     name = job.create(tfjob(replicas={"Chief": 1, "PS": 1, "Worker": 2}))
     pods = job.wait_pods(name, 4)
