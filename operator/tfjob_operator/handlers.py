@@ -81,41 +81,32 @@ async def job_event(
     _wake(memo, (namespace, name), tfjobs, tfjob_pods)
 
 
-@kopf.on.event("pods", labels=OURS)
-async def pod_event(
-    namespace: str,
-    labels: kopf.Labels,
-    memo: kopf.Memo,
-    tfjobs: Any,
-    tfjob_pods: Any,
-    **_: Any,
-) -> None:
-    if naming.LABEL_JOB_NAME in labels:
-        _wake(memo, (namespace, labels[naming.LABEL_JOB_NAME]), tfjobs, tfjob_pods)
-
-
-async def _child_event(
+async def owned_event(
     type: str,
     namespace: str,
     labels: kopf.Labels,
+    resource: kopf.Resource,
     memo: kopf.Memo,
     tfjobs: Any,
     tfjob_pods: Any,
     **_: Any,
 ) -> None:
-    """A child deleted by someone else is recreated on the next reconcile."""
-    if type == "DELETED" and naming.LABEL_JOB_NAME in labels:
-        key = (namespace, labels[naming.LABEL_JOB_NAME])
-        memo.reconciler.forget_children(key)
-        _wake(memo, key, tfjobs, tfjob_pods)
+    """Pods wake their job; a child deleted by someone else is recreated on that wake-up."""
+    job = labels.get(naming.LABEL_JOB_NAME)
+    if job is None:
+        return
+    if type == "DELETED" and resource.plural != "pods":
+        memo.reconciler.forget_children((namespace, job))
+    _wake(memo, (namespace, job), tfjobs, tfjob_pods)
 
 
 for _group, _version, _plural in [
+    ("", "v1", "pods"),
     ("apps", "v1", "statefulsets"),
     ("", "v1", "services"),
     ("", "v1", "persistentvolumeclaims"),
 ]:
-    kopf.on.event(_group, _version, _plural, labels=OURS, id=f"child-{_plural}")(_child_event)
+    kopf.on.event(_group, _version, _plural, labels=OURS, id=f"owned-{_plural}")(owned_event)
 
 
 @kopf.on.probe(id="tfjobs")

@@ -85,6 +85,18 @@ class Job:
 
         return wait_for(check, CHILD_WAIT, f"StatefulSet replicas {want}")
 
+    def suspend(self, name, value):
+        patch = json.dumps({"spec": {"runPolicy": {"suspend": value}}})
+        self.kubectl("patch", "tfj", name, "-n", self.ns, "--type=merge", "-p", patch)
+
+    def gone(self, read):
+        """True once `read()` answers 404."""
+        try:
+            read()
+        except kubernetes.client.ApiException as e:
+            return e.status == 404
+        return False
+
     def events(self, name):
         items = self.core.list_namespaced_event(
             self.ns, field_selector=f"involvedObject.name={name},involvedObject.kind=TFJob"
@@ -225,30 +237,12 @@ def test_suspend_scales_to_zero_and_resume_brings_pods_back(job, kubelet, kubect
     name = job.create(tfjob(replicas={"PS": 1, "Worker": 1}))
     kubelet.run_all(job.wait_pods(name, 2))
     job.wait_state(name, "Running")
-    kubectl(
-        "patch",
-        "tfj",
-        name,
-        "-n",
-        job.ns,
-        "--type=merge",
-        "-p",
-        '{"spec":{"runPolicy":{"suspend":true}}}',
-    )
+    job.suspend(name, True)
     status = job.wait_state(name, "Suspended")
     assert st.find(status, "Running")["status"] == "False"
     job.wait_replicas(name, {"mnist-ps": 0, "mnist-worker": 0})
     wait_for(lambda: job.pods(name) == [], CHILD_WAIT, "suspended pods gone")
-    kubectl(
-        "patch",
-        "tfj",
-        name,
-        "-n",
-        job.ns,
-        "--type=merge",
-        "-p",
-        '{"spec":{"runPolicy":{"suspend":false}}}',
-    )
+    job.suspend(name, False)
     job.wait_replicas(name, {"mnist-ps": 1, "mnist-worker": 1})
     kubelet.run_all(job.wait_pods(name, 2))
     status = job.wait_state(name, "Running")
@@ -300,14 +294,8 @@ def test_deleting_the_job_removes_every_child(job, kubectl):
     )
     wait_for(lambda: not job.pods(name), GC_WAIT, "pods garbage-collected")
 
-    def pvc_gone():
-        try:
-            job.core.read_namespaced_persistent_volume_claim("mnist-checkpoints", job.ns)
-        except kubernetes.client.ApiException as e:
-            return e.status == 404
-        return False
-
-    wait_for(pvc_gone, GC_WAIT, "checkpoint claim garbage-collected")
+    read = lambda: job.core.read_namespaced_persistent_volume_claim("mnist-checkpoints", job.ns)  # noqa: E731
+    wait_for(lambda: job.gone(read), GC_WAIT, "checkpoint claim garbage-collected")
 
 
 def test_deleted_child_is_recreated(job, kubectl):
@@ -346,14 +334,7 @@ def test_ttl_after_finished_deletes_the_job(job, kubelet):
     name = job.create(tfjob(replicas={"Worker": 1}, run_policy={"ttlSecondsAfterFinished": 1}))
     kubelet.set(job.wait_pods(name, 1)[0], state="terminated", exit_code=0)
 
-    def gone():
-        try:
-            job.get(name)
-        except kubernetes.client.ApiException as e:
-            return e.status == 404
-        return False
-
-    wait_for(gone, 30, "TFJob deleted by its TTL")
+    wait_for(lambda: job.gone(lambda: job.get(name)), 30, "TFJob deleted by its TTL")
 
 
 def test_operator_killed_mid_job_converges_without_duplicates(job, kubelet, operator):

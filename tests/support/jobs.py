@@ -55,40 +55,13 @@ def pod(
     rt: str,
     index: int,
     *,
-    state: str = "running",
-    exit_code: int | None = None,
-    reason: str = "",
-    last_exit: int | None = None,
-    last_reason: str = "",
-    restarts: int = 0,
     uid: str | None = None,
     namespace: str = "default",
+    **container: Any,
 ) -> dict[str, Any]:
-    """A pod of a job as the kubelet would report it; `state` is running|waiting|terminated."""
+    """A pod of a job as the kubelet would report it; `container` goes to `container_status`."""
     name = f"{job}-{rt}-{index}"
-    cs: dict[str, Any] = {
-        "name": "tensorflow",
-        "restartCount": restarts,
-        "ready": state == "running",
-    }
-    if state == "running":
-        cs["state"] = {"running": {"startedAt": "2026-01-01T00:00:00Z"}}
-    elif state == "waiting":
-        cs["state"] = {"waiting": {"reason": "CrashLoopBackOff"}}
-    else:
-        cs["state"] = {
-            "terminated": {
-                "exitCode": exit_code,
-                "reason": reason or ("Completed" if exit_code == 0 else "Error"),
-            }
-        }
-    if last_exit is not None:
-        cs["lastState"] = {
-            "terminated": {
-                "exitCode": last_exit,
-                "reason": last_reason or ("Completed" if last_exit == 0 else "Error"),
-            }
-        }
+    cs = container_status(**container)
     return {
         "metadata": {
             "name": name,
@@ -103,3 +76,40 @@ def pod(
         "spec": {"containers": [{"name": "tensorflow", "image": "x"}]},
         "status": {"phase": "Running", "containerStatuses": [cs]},
     }
+
+
+def container_status(
+    state: str = "running",
+    exit_code: int | None = None,
+    reason: str = "",
+    last_exit: int | None = None,
+    last_reason: str = "",
+    restarts: int = 0,
+) -> dict[str, Any]:
+    """The 'tensorflow' container's status as a kubelet reports it.
+
+    `state` is running, waiting (CrashLoopBackOff) or terminated (with `exit_code`);
+    `last_exit` fills lastState.terminated.
+    """
+    at = "2026-01-01T00:00:00Z"
+
+    def terminated(code: int | None, why: str) -> dict[str, Any]:
+        why = why or ("Completed" if code == 0 else "Error")
+        return {"terminated": {"exitCode": code, "reason": why, "startedAt": at, "finishedAt": at}}
+
+    cs: dict[str, Any] = {
+        "name": "tensorflow",
+        "image": "tfjob/test",
+        "imageID": "",
+        "ready": state == "running",
+        "started": state == "running",
+        "restartCount": restarts,
+        "lastState": {} if last_exit is None else terminated(last_exit, last_reason),
+    }
+    if state == "running":
+        cs["state"] = {"running": {"startedAt": at}}
+    elif state == "waiting":
+        cs["state"] = {"waiting": {"reason": "CrashLoopBackOff"}}
+    else:
+        cs["state"] = terminated(exit_code, reason)
+    return cs

@@ -13,6 +13,8 @@ from typing import Any, TypeVar
 import kubernetes
 import yaml
 
+from tests.support.jobs import container_status
+
 T = TypeVar("T")
 
 
@@ -66,50 +68,9 @@ class Kubelet:
     def __init__(self, core: kubernetes.client.CoreV1Api, namespace: str) -> None:
         self.core, self.namespace = core, namespace
 
-    def set(
-        self,
-        pod: str,
-        state: str = "running",
-        exit_code: int | None = None,
-        reason: str = "",
-        last_exit: int | None = None,
-        last_reason: str = "",
-        restarts: int = 0,
-    ) -> None:
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        cs: dict[str, Any] = {
-            "name": "tensorflow",
-            "image": "tfjob/test",
-            "imageID": "",
-            "ready": state == "running",
-            "restartCount": restarts,
-            "started": state == "running",
-        }
-        if state == "running":
-            cs["state"] = {"running": {"startedAt": now}}
-        elif state == "waiting":
-            cs["state"] = {"waiting": {"reason": "CrashLoopBackOff"}}
-        else:
-            cs["state"] = {
-                "terminated": {
-                    "exitCode": exit_code,
-                    "reason": reason or ("Completed" if exit_code == 0 else "Error"),
-                    "startedAt": now,
-                    "finishedAt": now,
-                }
-            }
-        cs["lastState"] = (
-            {}
-            if last_exit is None
-            else {
-                "terminated": {
-                    "exitCode": last_exit,
-                    "reason": last_reason or ("Completed" if last_exit == 0 else "Error"),
-                    "startedAt": now,
-                    "finishedAt": now,
-                }
-            }
-        )
+    def set(self, pod: str, **container: Any) -> None:
+        """Report the pod's container as `container_status(**container)` describes it."""
+        cs = container_status(**container)
         body = {"status": {"phase": "Running", "podIP": "10.0.0.1", "containerStatuses": [cs]}}
         self.core.patch_namespaced_pod_status(pod, self.namespace, body)
 
