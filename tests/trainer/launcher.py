@@ -1,0 +1,132 @@
+"""Runs a TFJob's tasks as local processes on 127.0.0.1, each with the TF_CONFIG the operator
+would give it (built by the operator's own TF_CONFIG module), like pods of one job."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tfjob_operator import tfconfig
+from tfjob_operator.api import ReplicaType
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULT_PREFIX = "TFJOB_RESULT "
+
+
+def free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+@dataclass
+class Proc:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def result(self) -> dict:
+        lines = [ln for ln in self.output().splitlines() if ln.startswith(RESULT_PREFIX)]
+        assert lines, f"{self.name} printed no result line:\n{self.tail()}"
+        return json.loads(lines[-1][len(RESULT_PREFIX) :])
+
+    def tail(self, n: int = 40) -> str:
+        return "\n".join(self.output().splitlines()[-n:])
+
+
+class Job:
+    """One job's processes. `replicas` maps task type (chief, ps, worker, evaluator) to count."""
+
+    def __init__(self, workdir: Path, replicas: dict[str, int], args: list[str]) -> None:
+        self.workdir, self.args = workdir, args
+        self.checkpoint_dir = workdir / "checkpoints"
+        self.replicas = replicas
+        ports = iter(free_ports(sum(replicas.values())))
+        self.cluster = {
+            rt: [f"127.0.0.1:{next(ports)}" for _ in range(n)]
+            for rt, n in replicas.items()
+            if rt != "evaluator"
+        }
+        self.procs: dict[str, Proc] = {}
+        self.starts: dict[str, int] = {}
+
+    def tf_config(self, task_type: str, index: int) -> str:
+        rt = next(r for r in ReplicaType if r.task_type == task_type)
+        return tfconfig.tf_config(self.cluster, rt, index)
+
+    def start(
+        self,
+        task_type: str,
+        index: int = 0,
+        extra: list[str] | None = None,
+        tf_config: str | None = None,
+    ) -> Proc:
+        name = f"{task_type}-{index}"
+        self.starts[name] = self.starts.get(name, 0) + 1
+        log = self.workdir / f"{name}.{self.starts[name]}.log"
+        env = {
+            **os.environ,
+            "TF_CONFIG": tf_config if tf_config is not None else self.tf_config(task_type, index),
+            "TFJOB_CHECKPOINT_DIR": str(self.checkpoint_dir),
+            "PYTHONUNBUFFERED": "1",
+        }
+        with open(log, "wb") as out:
+            popen = subprocess.Popen(
+                [sys.executable, "-m", "tfjob_trainer", *self.args, *(extra or [])],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=ROOT,
+                start_new_session=True,
+            )
+        self.procs[name] = Proc(name, popen, log)
+        return self.procs[name]
+
+    def start_all(self, extra: list[str] | None = None) -> None:
+        for task_type, n in self.replicas.items():
+            for i in range(n):
+                self.start(task_type, i, extra)
+
+    def wait(self, name: str, timeout: float = 300) -> Proc:
+        """Wait for one task to exit; fail with its log if it takes longer than `timeout`."""
+        proc = self.procs[name]
+        try:
+            proc.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"{name} still running after {timeout}s:\n{proc.tail()}") from None
+        return proc
+
+    def wait_for_line(self, name: str, text: str, timeout: float = 300) -> None:
+        proc = self.procs[name]
+        deadline = time.monotonic() + timeout
+        while text not in proc.output():
+            if proc.popen.poll() is not None:
+                raise AssertionError(f"{name} exited before printing {text!r}:\n{proc.tail()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{name} did not print {text!r} in {timeout}s")
+            time.sleep(0.1)
+
+    def kill(self, name: str) -> None:
+        proc = self.procs[name]
+        if proc.popen.poll() is None:
+            os.killpg(proc.popen.pid, signal.SIGKILL)
+            proc.popen.wait(30)
+
+    def stop_all(self) -> None:
+        for name in list(self.procs):
+            self.kill(name)

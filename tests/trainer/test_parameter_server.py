@@ -1,0 +1,58 @@
+"""ParameterServerStrategy across processes: chief (coordinator) + 2 workers + 1 ps."""
+
+from __future__ import annotations
+
+import pytest
+import tensorflow as tf
+
+PS = {"chief": 1, "worker": 2, "ps": 1}
+# Ten digit classes: chance is 0.10. The 784-500-10 MLP gets above 0.95 on the held-out 297
+# digits within a few hundred steps; 0.85 leaves room for asynchronous noise.
+MIN_ACCURACY = 0.85
+
+
+def test_trains_to_the_target_step_and_resumes_after_a_whole_job_restart(make_job):
+    job = make_job(PS, "--strategy", "parameter-server", "--steps", "200")
+    job.start_all()
+    first = job.wait("chief-0", 300).result()
+    assert job.procs["chief-0"].popen.returncode == 0
+    assert first["steps"] >= 200 and first["strategy"] == "parameter-server"
+    assert first["test_accuracy"] > MIN_ACCURACY
+    assert tf.train.latest_checkpoint(str(job.checkpoint_dir)).endswith(f"-{first['steps']}")
+    out = job.procs["chief-0"].output()
+    assert "examples/sec; " in out and " sec/batch)" in out
+    for name in ("worker-0", "worker-1", "ps-0"):
+        assert job.procs[name].popen.poll() is None, f"{name} serves until scaled down"
+
+    # The whole job restarts (as after a node loss): it continues from the checkpoint.
+    job.stop_all()
+    job.args[job.args.index("--steps") + 1] = "260"
+    job.start_all()
+    second = job.wait("chief-0", 300).result()
+    assert f"at step {first['steps']}" in job.procs["chief-0"].output()
+    assert second["steps"] >= 260
+    assert second["trained_steps"] == second["steps"] - first["steps"]
+
+
+def test_chief_finishes_when_a_worker_dies(make_job):
+    job = make_job(PS, "--strategy", "parameter-server", "--steps", "300")
+    job.start_all()
+    job.wait_for_line("chief-0", "step 40,")
+    job.kill("worker-1")
+    result = job.wait("chief-0", 300).result()
+    assert result["steps"] >= 300
+
+
+@pytest.mark.parametrize("steps_per_call", ["1", "10"])
+def test_steps_per_call_reach_the_same_step(make_job, steps_per_call):
+    job = make_job(
+        {"chief": 1, "worker": 1, "ps": 1},
+        "--strategy",
+        "parameter-server",
+        "--steps",
+        "60",
+        "--steps-per-call",
+        steps_per_call,
+    )
+    job.start_all()
+    assert job.wait("chief-0", 300).result()["steps"] >= 60

@@ -1,0 +1,95 @@
+"""`tfjob-trainer` / `python -m tfjob_trainer`: train as the task TF_CONFIG names.
+
+Exit codes: 0 when this task's work is done; 2 for a configuration that cannot work (one line
+says why, and the code is below 128 so the operator's ExitCode policy fails fast); anything
+else is a runtime failure.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+from typing import Any
+
+from . import config, options
+
+log = logging.getLogger("tfjob_trainer")
+
+EXIT_CONFIG = 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    # Our own lines at INFO; TensorFlow's chatter only from WARNING up.
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
+    log.setLevel(logging.INFO)
+    try:
+        opts = options.parse(argv)
+        task = config.parse(os.environ.get("TF_CONFIG"), socket.gethostname())
+        strategy = config.resolve_strategy(opts.strategy, task)
+        if task is not None and task.type == "evaluator" and strategy == "between-graph":
+            raise config.ConfigError(
+                "the evaluator reads TF2 checkpoints; between-graph writes "
+                "TF1 ones: drop the Evaluator or use another strategy"
+            )
+    except (config.ConfigError, ValueError) as e:
+        print(f"tfjob-trainer: configuration error: {e}", file=sys.stderr, flush=True)
+        return EXIT_CONFIG
+    if task is not None:
+        os.environ["TF_CONFIG"] = task.tf_config()  # what TensorFlow reads: index filled in
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if strategy == "parameter-server":
+        os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")  # failures reach the coordinator
+    role = "local" if task is None else f"{task.type}:{task.index}"
+    try:
+        summary = run(opts, task, strategy)
+    except KeyboardInterrupt:
+        return 130
+    except Exception:
+        log.exception("%s failed", role)
+        return 1
+    if summary is not None:
+        from .common import result
+
+        result(role=role, **summary)
+    return 0
+
+
+def run(opts: options.Options, task: config.Task | None, strategy: str) -> dict[str, Any] | None:
+    """Do this task's part; return the summary to print (None for tasks that only serve)."""
+    from . import data
+
+    log.info(
+        "role %s, strategy %s", "local" if task is None else f"{task.type}:{task.index}", strategy
+    )
+    if task is not None:
+        config.wait_for_peers(task, opts.peer_timeout)
+    files = None if (task and task.type == "ps") else data.prepare(opts.dataset, opts.data_dir)
+    if files is not None:
+        log.info(
+            "data: %s (%d train, %d test examples)", files.source, files.train_size, files.test_size
+        )
+    if task is not None and task.type == "evaluator":
+        from . import evaluator
+
+        return evaluator.run(opts, files)
+    if strategy == "mirrored":
+        from . import sync
+
+        return sync.mirrored(opts, files)
+    if strategy == "multi-worker-mirrored":
+        from . import sync
+
+        return sync.multi_worker(opts, files, task)
+    if strategy == "parameter-server":
+        from . import ps
+
+        return ps.run(opts, files, task)
+    from . import between_graph
+
+    return between_graph.run(opts, files, task)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,180 @@
+"""What every TF2 strategy shares: model, input pipeline, train step, checkpoints, summaries,
+the throughput log line and the final result line."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from .data import IMAGE_BYTES, Files, read_test
+from .options import Options
+
+log = logging.getLogger(__name__)
+
+RESULT_PREFIX = "TFJOB_RESULT "
+
+
+def build_model(kind: str) -> keras.Model:
+    """mlp: 784-500-10 as in the classic recipes; cnn: two conv blocks."""
+    if kind == "mlp":
+        layers = [keras.layers.Dense(500, activation="relu"), keras.layers.Dense(10)]
+    else:
+        layers = [
+            keras.layers.Reshape((28, 28, 1)),
+            keras.layers.Conv2D(32, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Conv2D(64, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Flatten(),
+            keras.layers.Dense(128, activation="relu"),
+            keras.layers.Dense(10),
+        ]
+    return keras.Sequential([keras.Input((IMAGE_BYTES,)), *layers], name=f"mnist_{kind}")
+
+
+def build_optimizer(opts: Options, model: keras.Model) -> keras.optimizers.Optimizer:
+    optimizer = keras.optimizers.Adam(opts.learning_rate)
+    optimizer.build(model.trainable_variables)  # slots exist before a checkpoint restores them
+    return optimizer
+
+
+def _decode(image: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    x = tf.cast(tf.io.decode_raw(image, tf.uint8), tf.float32) / 255.0
+    y = tf.cast(tf.io.decode_raw(label, tf.uint8)[0], tf.int32)
+    return tf.reshape(x, [IMAGE_BYTES]), y
+
+
+def train_dataset(
+    files: Files, batch_size: int, shards: int = 1, shard: int = 0, seed: int = 0
+) -> tf.data.Dataset:
+    """Shuffled, repeated batches read from the record files (on whichever host runs it)."""
+    images = tf.data.FixedLengthRecordDataset(str(files.train_images), IMAGE_BYTES)
+    labels = tf.data.FixedLengthRecordDataset(str(files.train_labels), 1)
+    ds = tf.data.Dataset.zip((images, labels))
+    if shards > 1:
+        ds = ds.shard(shards, shard)
+    ds = ds.map(_decode, num_parallel_calls=tf.data.AUTOTUNE).cache()
+    ds = ds.shuffle(10_000, seed=seed).repeat()
+    return ds.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+
+
+def per_example_loss(labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
+    return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+
+
+def make_step_fn(model: keras.Model, optimizer: keras.optimizers.Optimizer, global_batch: int):
+    """One replica's step: loss averaged over the global batch, so replicas' sums add up."""
+
+    def step_fn(x: tf.Tensor, y: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        with tf.GradientTape() as tape:
+            logits = model(x, training=True)
+            loss = tf.nn.compute_average_loss(
+                per_example_loss(y, logits), global_batch_size=global_batch
+            )
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        correct = tf.cast(tf.equal(tf.argmax(logits, 1, output_type=tf.int32), y), tf.float32)
+        return loss, tf.reduce_sum(correct) / global_batch
+
+    return step_fn
+
+
+def test_accuracy(model: keras.Model, files: Files, batch: int = 2000) -> float:
+    x, y = read_test(files)
+    correct = 0
+    for i in range(0, len(x), batch):
+        logits = model(x[i : i + batch].astype(np.float32) / 255.0, training=False)
+        correct += int(np.sum(np.argmax(np.asarray(logits), axis=1) == y[i : i + batch]))
+    return correct / len(x)
+
+
+class Checkpoints:
+    """The step counter, model and optimizer, in a CheckpointManager directory."""
+
+    def __init__(
+        self,
+        directory: Path,
+        step: tf.Variable,
+        model: keras.Model,
+        optimizer: keras.optimizers.Optimizer,
+        max_to_keep: int = 3,
+    ) -> None:
+        self.checkpoint = tf.train.Checkpoint(step=step, model=model, optimizer=optimizer)
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, str(directory), max_to_keep=max_to_keep
+        )
+        self.step = step
+
+    def restore(self, latest: str | None = None) -> int:
+        """Restore the newest checkpoint; return the step to continue from."""
+        path = latest or self.manager.latest_checkpoint
+        if path:
+            self.checkpoint.restore(path).expect_partial()
+            log.info("restored %s at step %d", path, int(self.step.numpy()))
+        return int(self.step.numpy())
+
+    def save(self) -> str:
+        return self.manager.save(checkpoint_number=int(self.step.numpy()))
+
+
+@dataclass
+class Progress:
+    """The chief's log lines and TensorBoard scalars, in the classic recipes' format."""
+
+    writer: Any
+    global_batch: int
+    start_step: int
+    last_step: int = 0
+    last_time: float = field(default_factory=time.perf_counter)
+    started: float = field(default_factory=time.perf_counter)
+    first_step_at: float | None = None
+    examples_per_sec: float = 0.0
+
+    def report(self, step: int, loss: float, accuracy: float) -> None:
+        now = time.perf_counter()
+        if self.first_step_at is None:
+            self.first_step_at = now - self.started
+        steps = max(step - self.last_step, 1)
+        elapsed = max(now - self.last_time, 1e-9)
+        if self.last_step:
+            self.examples_per_sec = steps * self.global_batch / elapsed
+            print(
+                f"step {step}, loss = {loss:.2f} ({self.examples_per_sec:.1f} examples/sec; "
+                f"{elapsed / steps:.3f} sec/batch)",
+                flush=True,
+            )
+            if self.writer is not None:
+                with self.writer.as_default(step=step):
+                    tf.summary.scalar("examples_per_sec", self.examples_per_sec)
+        else:
+            print(f"step {step}, loss = {loss:.2f}", flush=True)
+        if self.writer is not None:
+            with self.writer.as_default(step=step):
+                tf.summary.scalar("loss", loss)
+                tf.summary.scalar("accuracy", accuracy)
+            self.writer.flush()
+        self.last_step, self.last_time = step, now
+
+
+def summary_writer(opts: Options, name: str = "train") -> Any:
+    return tf.summary.create_file_writer(str(opts.log_dir / name))
+
+
+def export(model: keras.Model, export_dir: Path) -> Path:
+    export_dir.mkdir(parents=True, exist_ok=True)
+    path = export_dir / "model.keras"
+    model.save(path)
+    return path
+
+
+def result(**fields: Any) -> None:
+    """The one machine-readable line a run ends with."""
+    print(RESULT_PREFIX + json.dumps(fields, sort_keys=True), flush=True)

@@ -1,0 +1,211 @@
+"""TF_CONFIG: parse it, check it, and pick the strategy — without importing TensorFlow.
+
+A bad configuration must end in one clear line and exit code 2, fast, so this module stays free
+of TensorFlow. The operator writes TF_CONFIG with `"index": $(TFJOB_TASK_INDEX)` for Kubernetes
+to fill in; where that did not happen (no pod-index label), the index comes from the pod's
+hostname, `<job>-<type>-<ordinal>`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import socket
+import time
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+TASK_TYPES = ("chief", "master", "ps", "worker", "evaluator")
+STRATEGIES = ("auto", "parameter-server", "multi-worker-mirrored", "mirrored", "between-graph")
+
+# `"index": }` or `"index": $(TFJOB_TASK_INDEX)`: the index Kubernetes did not fill in.
+_UNFILLED_INDEX = re.compile(r'("index"\s*:\s*)(\$\([A-Z_]+\))?(\s*[,}])')
+_ORDINAL = re.compile(r"-(\d+)$")
+
+
+class ConfigError(Exception):
+    """A configuration that cannot work; the message is the one line the user sees."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """This process's place in the cluster."""
+
+    cluster: dict[str, list[str]]
+    type: str
+    index: int
+
+    @property
+    def has_chief(self) -> bool:
+        return any(self.cluster.get(t) for t in ("chief", "master"))
+
+    @property
+    def is_chief(self) -> bool:
+        """The chief, or worker 0 when there is none, initializes, logs and saves."""
+        if self.type in ("chief", "master"):
+            return True
+        return self.type == "worker" and self.index == 0 and not self.has_chief
+
+    @property
+    def num_workers(self) -> int:
+        return len(self.cluster.get("worker", []))
+
+    @property
+    def num_ps(self) -> int:
+        return len(self.cluster.get("ps", []))
+
+    @property
+    def num_tasks(self) -> int:
+        return sum(len(v) for v in self.cluster.values())
+
+    def tf_config(self) -> str:
+        """TF_CONFIG as TensorFlow must see it: valid JSON, the index filled in."""
+        return json.dumps(
+            {"cluster": self.cluster, "task": {"type": self.type, "index": self.index}}
+        )
+
+    def hosts(self) -> list[tuple[str, int]]:
+        """Every (host, port) of the cluster."""
+        out = []
+        for addresses in self.cluster.values():
+            for address in addresses:
+                host, _, port = address.rpartition(":")
+                out.append((host, int(port)))
+        return out
+
+
+def parse(raw: str | None, hostname: str) -> Task | None:
+    """Parse TF_CONFIG; None when it is not set (a single local process)."""
+    if raw is None or not raw.strip():
+        return None
+    try:
+        data = json.loads(_UNFILLED_INDEX.sub(r"\1null\3", raw))
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"TF_CONFIG is not valid JSON: {e.msg} at character {e.pos}") from None
+    if not isinstance(data, dict):
+        raise ConfigError("TF_CONFIG must be a JSON object with 'cluster' and 'task'")
+    cluster = _parse_cluster(data.get("cluster"))
+    task = data.get("task")
+    if not isinstance(task, dict):
+        raise ConfigError("TF_CONFIG has no 'task' object")
+    task_type = task.get("type")
+    if task_type not in TASK_TYPES:
+        raise ConfigError(
+            f"TF_CONFIG task.type {task_type!r} is not one of {', '.join(TASK_TYPES)}"
+        )
+    index = task.get("index")
+    if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+        index = _index_from_hostname(hostname, index)
+    if task_type == "evaluator":
+        if index != 0:
+            raise ConfigError(f"TF_CONFIG task.index {index} is out of range: one evaluator only")
+    else:
+        tasks = cluster.get(task_type, [])
+        if index >= len(tasks):
+            raise ConfigError(
+                f"TF_CONFIG task.index {index} is out of range: the cluster has "
+                f"{len(tasks)} {task_type} task(s)"
+            )
+    return Task(cluster=cluster, type=task_type, index=index)
+
+
+def _parse_cluster(cluster: object) -> dict[str, list[str]]:
+    if not isinstance(cluster, dict) or not cluster:
+        raise ConfigError("TF_CONFIG has no 'cluster' map of task type to addresses")
+    out: dict[str, list[str]] = {}
+    for task_type, addresses in cluster.items():
+        if task_type not in TASK_TYPES:
+            raise ConfigError(f"TF_CONFIG cluster has an unknown task type {task_type!r}")
+        if not isinstance(addresses, list) or not all(
+            isinstance(a, str) and re.fullmatch(r".+:\d+", a) for a in addresses
+        ):
+            raise ConfigError(f"TF_CONFIG cluster.{task_type} must be a list of 'host:port'")
+        out[task_type] = list(addresses)
+    return out
+
+
+def _index_from_hostname(hostname: str, given: object) -> int:
+    match = _ORDINAL.search(hostname)
+    if match is None:
+        raise ConfigError(
+            f"TF_CONFIG task.index is {given!r} and the hostname {hostname!r} has no ordinal "
+            "to take it from"
+        )
+    log.info("task index taken from the hostname %s", hostname)
+    return int(match.group(1))
+
+
+def resolve_strategy(requested: str, task: Task | None) -> str:
+    """The strategy to run, checked against the cluster; `auto` picks one."""
+    if task is None:
+        if requested in ("auto", "mirrored"):
+            return "mirrored"
+        raise ConfigError(
+            f"TF_CONFIG is not set, and --strategy {requested} needs a cluster; set TF_CONFIG "
+            "(the operator does) or use --strategy mirrored for one process"
+        )
+    if "evaluator" in task.cluster:
+        raise ConfigError(
+            "TF_CONFIG cluster must not list the evaluator: it is not part of the training "
+            "cluster (ParameterServerStrategy would wait for it forever)"
+        )
+    strategy = requested
+    if requested == "auto":
+        if task.num_ps:
+            strategy = "parameter-server"
+        elif task.num_tasks > 1:
+            strategy = "multi-worker-mirrored"
+        else:
+            strategy = "mirrored"
+    problem = _strategy_problem(strategy, task)
+    if problem:
+        raise ConfigError(f"--strategy {strategy}: {problem}")
+    return strategy
+
+
+def _strategy_problem(strategy: str, task: Task) -> str | None:
+    if strategy == "parameter-server":
+        if not task.num_ps or not task.num_workers:
+            return "the cluster needs ps and worker tasks"
+        if not any(task.cluster.get(t) for t in ("chief", "master")):
+            return "the cluster needs a chief to coordinate"
+    elif strategy == "multi-worker-mirrored":
+        if task.num_ps:
+            return "the cluster has ps tasks; use parameter-server or between-graph"
+        if task.type == "evaluator":
+            return None
+    elif strategy == "mirrored":
+        if task.num_tasks > 1 and task.type != "evaluator":
+            return "the cluster has several tasks; mirrored runs in one process"
+    elif strategy == "between-graph" and (not task.num_ps or not task.num_workers):
+        return "the cluster needs ps and worker tasks"
+    return None
+
+
+def wait_for_peers(task: Task, timeout: float, poll: float = 1.0) -> None:
+    """Wait until every host in the cluster resolves: a collective fails on the first that
+    does not, and pod DNS records appear only as pods start."""
+    pending = sorted({host for host, _ in task.hosts()})
+    deadline = time.monotonic() + timeout
+    last_report = 0.0
+    while pending:
+        pending = [h for h in pending if not _resolves(h)]
+        if not pending:
+            break
+        now = time.monotonic()
+        if now > deadline:
+            raise TimeoutError(f"peers did not resolve within {timeout:.0f}s: {', '.join(pending)}")
+        if now - last_report >= 10:
+            log.info("waiting for %d peer(s) to resolve: %s", len(pending), ", ".join(pending))
+            last_report = now
+        time.sleep(poll)
+
+
+def _resolves(host: str) -> bool:
+    try:
+        socket.getaddrinfo(host, None)
+        return True
+    except OSError:
+        return False

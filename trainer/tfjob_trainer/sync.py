@@ -1,0 +1,123 @@
+"""Synchronous training: MirroredStrategy (devices of one host) and MultiWorkerMirroredStrategy
+(all-reduce across workers). One custom loop serves both; Keras `fit` does not work under
+MultiWorkerMirroredStrategy in TF 2.21."""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import tensorflow as tf
+
+from . import common
+from .config import Task
+from .data import Files
+from .options import Options
+
+log = logging.getLogger(__name__)
+
+
+def mirrored(opts: Options, files: Files) -> dict[str, Any]:
+    """One process, every local device (or `--cpu-devices` logical CPUs), gradients averaged."""
+    devices = None
+    if opts.cpu_devices > 1:
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(opts.cpu_devices)]
+        )
+        devices = [f"/cpu:{i}" for i in range(opts.cpu_devices)]
+    strategy = tf.distribute.MirroredStrategy(devices)
+    return train(strategy, opts, files, is_chief=True, name="mirrored")
+
+
+def multi_worker(opts: Options, files: Files, task: Task) -> dict[str, Any]:
+    """Every worker (and the chief, if any) trains; the chief saves for real."""
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    return train(strategy, opts, files, is_chief=task.is_chief, name="multi-worker-mirrored")
+
+
+def _boundary(current: int, every: int) -> int:
+    return every - current % every
+
+
+def train(
+    strategy: tf.distribute.Strategy, opts: Options, files: Files, *, is_chief: bool, name: str
+) -> dict[str, Any]:
+    global_batch = opts.batch_size * strategy.num_replicas_in_sync
+    with strategy.scope():
+        model = common.build_model(opts.model)
+        optimizer = common.build_optimizer(opts, model)
+        step = tf.Variable(
+            0,
+            dtype=tf.int64,
+            trainable=False,
+            aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+        )
+    # Every worker must save (saving is collective); only the chief writes where it counts.
+    save_dir = opts.checkpoint_dir if is_chief else Path(tempfile.mkdtemp(prefix="tfjob-ckpt-"))
+    ckpts = common.Checkpoints(save_dir, step, model, optimizer)
+    current = ckpts.restore(tf.train.latest_checkpoint(str(opts.checkpoint_dir)))
+    start_step = current
+
+    def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
+        return common.train_dataset(
+            files,
+            ctx.get_per_replica_batch_size(global_batch),
+            ctx.num_input_pipelines,
+            ctx.input_pipeline_id,
+            seed=start_step,
+        )
+
+    iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+    step_fn = common.make_step_fn(model, optimizer, global_batch)
+
+    @tf.function
+    def train_steps(n: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        loss = acc = tf.constant(0.0)
+        for _ in tf.range(n):
+            per_loss, per_acc = strategy.run(step_fn, args=next(iterator))
+            loss = strategy.reduce(tf.distribute.ReduceOp.SUM, per_loss, axis=None)
+            acc = strategy.reduce(tf.distribute.ReduceOp.SUM, per_acc, axis=None)
+            step.assign_add(1)
+        return loss, acc
+
+    writer = common.summary_writer(opts) if is_chief else None
+    progress = common.Progress(writer, global_batch, start_step)
+    loss = acc = 0.0
+    started = time.perf_counter()
+    while current < opts.steps:
+        n = min(
+            opts.steps_per_call,
+            opts.steps - current,
+            _boundary(current, opts.log_every),
+            _boundary(current, opts.checkpoint_every),
+        )
+        loss_t, acc_t = train_steps(tf.constant(n))
+        current += n
+        loss, acc = float(loss_t), float(acc_t)
+        if is_chief and (current % opts.log_every == 0 or current == opts.steps):
+            progress.report(current, loss, acc)
+        if current % opts.checkpoint_every == 0 or current == opts.steps:
+            ckpts.save()
+    elapsed = time.perf_counter() - started
+    if start_step >= opts.steps:
+        log.info("already trained to step %d; nothing to do", start_step)
+    export_path = common.export(model, opts.export_dir if is_chief else save_dir / "export")
+    accuracy = common.test_accuracy(model, files) if is_chief else None
+    trained = current - start_step
+    return {
+        "strategy": name,
+        "steps": current,
+        "trained_steps": trained,
+        "loss": loss,
+        "train_accuracy": acc,
+        "test_accuracy": accuracy,
+        "examples_per_sec": trained * global_batch / elapsed if trained else 0.0,
+        "first_step_sec": progress.first_step_at,
+        "replicas": strategy.num_replicas_in_sync,
+        "checkpoint": str(ckpts.manager.latest_checkpoint or ""),
+        "export": str(export_path) if is_chief else None,
+    }
