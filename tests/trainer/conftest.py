@@ -8,8 +8,6 @@ import pytest
 
 from tests.trainer.launcher import Job
 
-pytest.importorskip("tensorflow", reason="the trainer extra is not installed")
-
 FAST = [
     "--dataset",
     "digits",

@@ -154,7 +154,8 @@ def resolve_strategy(requested: str, task: Task | None) -> str:
     strategy = requested
     if requested == "auto":
         if task.num_ps:
-            strategy = "parameter-server"
+            # TF2's coordinator needs a chief; without one this is the classic TF1 layout.
+            strategy = "parameter-server" if task.has_chief else "between-graph"
         elif task.num_tasks > 1:
             strategy = "multi-worker-mirrored"
         else:

@@ -1,0 +1,80 @@
+"""A configuration that cannot work ends with exit code 2 and one line, before TensorFlow."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.trainer.launcher import ROOT
+
+CLUSTER = {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"], "ps": ["127.0.0.1:3"]}
+
+
+def run(tf_config: str | None, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    if tf_config is not None:
+        env["TF_CONFIG"] = tf_config
+    return subprocess.run(
+        [sys.executable, "-m", "tfjob_trainer", "--checkpoint-dir", "/tmp/unused", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+
+
+@pytest.mark.parametrize(
+    ("tf_config", "args", "says"),
+    [
+        (None, ["--strategy", "parameter-server"], "TF_CONFIG is not set"),
+        ("{not json", [], "TF_CONFIG is not valid JSON"),
+        (
+            json.dumps({"cluster": CLUSTER, "task": {"type": "worker", "index": 5}}),
+            [],
+            "task.index 5 is out of range: the cluster has 1 worker task(s)",
+        ),
+        (
+            json.dumps(
+                {
+                    "cluster": {**CLUSTER, "evaluator": ["127.0.0.1:4"]},
+                    "task": {"type": "chief", "index": 0},
+                }
+            ),
+            ["--strategy", "parameter-server"],
+            "must not list the evaluator",
+        ),
+        (
+            json.dumps({"cluster": CLUSTER, "task": {"type": "launcher", "index": 0}}),
+            [],
+            "task.type 'launcher' is not one of",
+        ),
+        (
+            json.dumps(
+                {"cluster": {"worker": CLUSTER["worker"]}, "task": {"type": "worker", "index": 0}}
+            ),
+            ["--strategy", "parameter-server"],
+            "the cluster needs ps and worker tasks",
+        ),
+        (
+            json.dumps({"cluster": CLUSTER, "task": {"type": "worker", "index": 0}}),
+            ["--strategy", "multi-worker-mirrored"],
+            "the cluster has ps tasks",
+        ),
+        (
+            json.dumps({"cluster": CLUSTER, "task": {"type": "worker", "index": 0}}),
+            ["--steps", "0"],
+            "--steps must be at least 1",
+        ),
+    ],
+)
+def test_exit_2_with_one_line(tf_config, args, says):
+    proc = run(tf_config, *args)
+    assert proc.returncode == 2
+    lines = (proc.stdout + proc.stderr).strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("tfjob-trainer: configuration error: ") and says in lines[0]

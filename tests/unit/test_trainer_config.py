@@ -1,0 +1,152 @@
+"""TF_CONFIG parsing in the trainer, and the contract with the operator's TF_CONFIG builder."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tfjob_operator import tfconfig
+from tfjob_operator.api import ReplicaType as RT
+from tfjob_trainer import config
+from tfjob_trainer.config import ConfigError
+
+CLUSTER = {"ps": ["p0:2222"], "worker": ["w0:2222", "w1:2222"]}
+
+
+@pytest.mark.parametrize(
+    ("raw", "hostname", "want"),
+    [
+        (
+            '{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 0}}',
+            "x",
+            ("worker", 0),
+        ),
+        (
+            '{"cluster": {"ps": ["p:1"], "worker": ["a:1", "b:1"]}, "task": {"index": , '
+            '"type": "worker"}}',
+            "mnist-worker-1",
+            ("worker", 1),
+        ),
+        (
+            '{"cluster": {"ps": ["p:1"], "worker": ["a:1"]}, "task": {"index": $(TFJOB_TASK_INDEX),'
+            ' "type": "ps"}}',
+            "mnist-ps-0",
+            ("ps", 0),
+        ),
+        (
+            '{"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker"}}',
+            "j-worker-1",
+            ("worker", 1),
+        ),
+        (
+            '{"cluster": {"worker": ["a:1"]}, "task": {"type": "evaluator", "index": 0}}',
+            "x",
+            ("evaluator", 0),
+        ),
+    ],
+)
+def test_parse(raw, hostname, want):
+    task = config.parse(raw, hostname)
+    assert (task.type, task.index) == want
+    assert json.loads(task.tf_config())["task"] == {"type": want[0], "index": want[1]}
+
+
+@pytest.mark.parametrize(
+    ("raw", "hostname", "says"),
+    [
+        (
+            '{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker"}}',
+            "laptop",
+            "has no ordinal",
+        ),
+        (
+            '{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 1}}',
+            "x",
+            "out of range",
+        ),
+        (
+            '{"cluster": {"worker": ["a"]}, "task": {"type": "worker", "index": 0}}',
+            "x",
+            "host:port",
+        ),
+        ('{"cluster": {}, "task": {"type": "worker", "index": 0}}', "x", "no 'cluster'"),
+        ("[1, 2]", "x", "must be a JSON object"),
+    ],
+)
+def test_parse_errors(raw, hostname, says):
+    with pytest.raises(ConfigError, match=says):
+        config.parse(raw, hostname)
+
+
+def task(cluster, type_="worker", index=0):
+    return config.Task(cluster=cluster, type=type_, index=index)
+
+
+@pytest.mark.parametrize(
+    ("cluster", "type_", "requested", "want"),
+    [
+        (
+            {"chief": ["c:1"], "ps": ["p:1"], "worker": ["w:1"]},
+            "worker",
+            "auto",
+            "parameter-server",
+        ),
+        ({"worker": ["a:1", "b:1"]}, "worker", "auto", "multi-worker-mirrored"),
+        ({"chief": ["c:1"], "worker": ["a:1"]}, "chief", "auto", "multi-worker-mirrored"),
+        ({"worker": ["a:1"]}, "worker", "auto", "mirrored"),
+        ({"ps": ["p:1"], "worker": ["a:1"]}, "ps", "auto", "between-graph"),
+    ],
+)
+def test_auto_strategy(cluster, type_, requested, want):
+    assert config.resolve_strategy(requested, task(cluster, type_)) == want
+
+
+@pytest.mark.parametrize(
+    ("cluster", "requested", "says"),
+    [
+        ({"ps": ["p:1"], "worker": ["w:1"]}, "parameter-server", "needs a chief"),
+        ({"worker": ["a:1", "b:1"]}, "mirrored", "runs in one process"),
+        ({"worker": ["a:1"], "evaluator": ["e:1"]}, "auto", "must not list the evaluator"),
+    ],
+)
+def test_strategy_misfits(cluster, requested, says):
+    with pytest.raises(ConfigError, match=says):
+        config.resolve_strategy(requested, task(cluster))
+
+
+def test_chief_rules():
+    assert task({"worker": ["a:1", "b:1"]}).is_chief
+    assert not task({"worker": ["a:1", "b:1"]}, index=1).is_chief
+    assert not task({"chief": ["c:1"], "worker": ["a:1"]}).is_chief
+    assert task({"master": ["m:1"], "worker": ["a:1"]}, "master").is_chief
+
+
+MIXES = [
+    ({RT.CHIEF: 1, RT.PS: 2, RT.WORKER: 3, RT.EVALUATOR: 1}, "parameter-server"),
+    ({RT.PS: 1, RT.WORKER: 2}, "between-graph"),  # no chief to coordinate: the TF1 layout
+    ({RT.WORKER: 4}, "multi-worker-mirrored"),
+    ({RT.CHIEF: 1, RT.WORKER: 1}, "multi-worker-mirrored"),
+    ({RT.WORKER: 1}, "mirrored"),
+]
+
+
+@pytest.mark.parametrize(("replicas", "strategy"), MIXES)
+@pytest.mark.parametrize("pod_index_label", [True, False])
+def test_operator_tf_config_is_what_the_trainer_understands(replicas, strategy, pod_index_label):
+    """The operator's TF_CONFIG, expanded as Kubernetes would, parsed by the trainer."""
+    ports = {rt: 2222 for rt in replicas}
+    cluster = tfconfig.cluster_spec("mnist", "ml", replicas, ports, "cluster.local")
+    for rt, count in replicas.items():
+        template = tfconfig.tf_config_template(cluster, rt)
+        for i in range(count):
+            # Without the pod-index label (Kubernetes < 1.28) $(TFJOB_TASK_INDEX) is empty.
+            raw = (
+                tfconfig.expand(template, i)
+                if pod_index_label
+                else template.replace(tfconfig.INDEX_REFERENCE, "")
+            )
+            parsed = config.parse(raw, f"mnist-{rt.task_type}-{i}")
+            assert (parsed.type, parsed.index) == (rt.task_type, i)
+            assert parsed.cluster == cluster and "evaluator" not in parsed.cluster
+            assert config.resolve_strategy("auto", parsed) == strategy
