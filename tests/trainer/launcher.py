@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import tensorflow as tf
+
 from tfjob_operator import tfconfig
 from tfjob_operator.api import ReplicaType
 
@@ -130,3 +132,20 @@ class Job:
     def stop_all(self) -> None:
         for name in list(self.procs):
             self.kill(name)
+
+
+def scalars(log_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar in a TensorBoard log directory, read back from the event files."""
+    out: dict[str, list[tuple[int, float]]] = {}
+    files = sorted(log_dir.glob("events.out.tfevents.*"))
+    assert files, f"no event files in {log_dir}"
+    for path in files:
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                number = (
+                    float(tf.make_ndarray(value.tensor))
+                    if value.HasField("tensor")
+                    else value.simple_value
+                )
+                out.setdefault(value.tag, []).append((event.step, number))
+    return out

@@ -2,27 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-import tensorflow as tf
 
-
-def scalars(log_dir: Path) -> dict[str, list[tuple[int, float]]]:
-    """Every scalar in a TensorBoard log directory, read back from the event files."""
-    out: dict[str, list[tuple[int, float]]] = {}
-    files = sorted(log_dir.glob("events.out.tfevents.*"))
-    assert files, f"no event files in {log_dir}"
-    for path in files:
-        for event in tf.compat.v1.train.summary_iterator(str(path)):
-            for value in event.summary.value:
-                number = (
-                    float(tf.make_ndarray(value.tensor))
-                    if value.HasField("tensor")
-                    else value.simple_value
-                )
-                out.setdefault(value.tag, []).append((event.step, number))
-    return out
+from tests.trainer.launcher import scalars
 
 
 def test_evaluator_writes_eval_summaries_and_exits_0(make_job):

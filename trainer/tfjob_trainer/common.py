@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import resource
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +15,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from . import STARTED
 from .data import IMAGE_BYTES, Files, read_test
 from .options import Options
 
@@ -22,10 +24,10 @@ log = logging.getLogger(__name__)
 RESULT_PREFIX = "TFJOB_RESULT "
 
 
-def build_model(kind: str) -> keras.Model:
+def build_model(kind: str, hidden_units: int = 500) -> keras.Model:
     """mlp: 784-500-10 as in the classic recipes; cnn: two conv blocks."""
     if kind == "mlp":
-        layers = [keras.layers.Dense(500, activation="relu"), keras.layers.Dense(10)]
+        layers = [keras.layers.Dense(hidden_units, activation="relu"), keras.layers.Dense(10)]
     else:
         layers = [
             keras.layers.Reshape((28, 28, 1)),
@@ -134,7 +136,7 @@ class Progress:
     start_step: int
     last_step: int = 0
     last_time: float = field(default_factory=time.perf_counter)
-    started: float = field(default_factory=time.perf_counter)
+    started: float = STARTED  # time to first step counts from the process's start
     first_step_at: float | None = None
     examples_per_sec: float = 0.0
 
@@ -176,5 +178,9 @@ def export(model: keras.Model, export_dir: Path) -> Path:
 
 
 def result(**fields: Any) -> None:
-    """The one machine-readable line a run ends with."""
-    print(RESULT_PREFIX + json.dumps(fields, sort_keys=True), flush=True)
+    """The one machine-readable line a run ends with (with this process's peak RSS)."""
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(
+        RESULT_PREFIX + json.dumps({**fields, "peak_rss_mib": round(peak_mib)}, sort_keys=True),
+        flush=True,
+    )

@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 
 def run(opts: Options, files: Files) -> dict[str, Any]:
-    model = common.build_model(opts.model)
+    model = common.build_model(opts.model, opts.hidden_units)
     step = tf.Variable(0, dtype=tf.int64, trainable=False)
     checkpoint = tf.train.Checkpoint(step=step, model=model)
     writer = common.summary_writer(opts, "eval")

@@ -16,6 +16,7 @@ class Options:
     data_dir: Path | None
     dataset: str
     model: str
+    hidden_units: int
     steps: int
     batch_size: int
     learning_rate: float
@@ -67,6 +68,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("mlp", "cnn"),
         default=_env("MODEL", "mlp"),
         help="mlp is 784-500-10 (TFJOB_MODEL; default %(default)s)",
+    )
+    p.add_argument(
+        "--hidden-units",
+        type=int,
+        default=int(_env("HIDDEN_UNITS", "500")),
+        help="width of the mlp's hidden layer (TFJOB_HIDDEN_UNITS; default %(default)s)",
     )
     p.add_argument(
         "--steps",
@@ -151,7 +158,14 @@ def parse(argv: list[str] | None = None) -> Options:
     args = build_parser().parse_args(argv)
     if not args.checkpoint_dir:
         raise ValueError("--checkpoint-dir (or TFJOB_CHECKPOINT_DIR) is required")
-    for flag in ("steps", "batch_size", "checkpoint_every", "log_every", "steps_per_call"):
+    for flag in (
+        "steps",
+        "batch_size",
+        "hidden_units",
+        "checkpoint_every",
+        "log_every",
+        "steps_per_call",
+    ):
         if getattr(args, flag) < 1:
             raise ValueError(f"--{flag.replace('_', '-')} must be at least 1")
     ckpt = Path(args.checkpoint_dir)
@@ -160,6 +174,7 @@ def parse(argv: list[str] | None = None) -> Options:
         data_dir=Path(args.data_dir) if args.data_dir else None,
         dataset=args.dataset,
         model=args.model,
+        hidden_units=args.hidden_units,
         steps=args.steps,
         batch_size=args.batch_size,
         learning_rate=args.learning_rate,

@@ -69,7 +69,7 @@ def coordinate(
     coordinator: tf.distribute.coordinator.ClusterCoordinator,
 ) -> dict[str, Any]:
     with strategy.scope():
-        model = common.build_model(opts.model)
+        model = common.build_model(opts.model, opts.hidden_units)
         optimizer = common.build_optimizer(opts, model)
         step = tf.Variable(0, dtype=tf.int64, trainable=False)
     ckpts = common.Checkpoints(opts.checkpoint_dir, step, model, optimizer)

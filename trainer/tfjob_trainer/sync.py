@@ -48,7 +48,7 @@ def train(
 ) -> dict[str, Any]:
     global_batch = opts.batch_size * strategy.num_replicas_in_sync
     with strategy.scope():
-        model = common.build_model(opts.model)
+        model = common.build_model(opts.model, opts.hidden_units)
         optimizer = common.build_optimizer(opts, model)
         step = tf.Variable(
             0,
@@ -95,11 +95,12 @@ def train(
             _boundary(current, opts.log_every),
             _boundary(current, opts.checkpoint_every),
         )
-        loss_t, acc_t = train_steps(tf.constant(n))
+        loss_t, acc_t = train_steps(tf.constant(n))  # dispatched; read only when logging
         current += n
-        loss, acc = float(loss_t), float(acc_t)
-        if is_chief and (current % opts.log_every == 0 or current == opts.steps):
-            progress.report(current, loss, acc)
+        if current % opts.log_every == 0 or current == opts.steps:
+            loss, acc = float(loss_t), float(acc_t)
+            if is_chief:
+                progress.report(current, loss, acc)
         if current % opts.checkpoint_every == 0 or current == opts.steps:
             ckpts.save()
     elapsed = time.perf_counter() - started

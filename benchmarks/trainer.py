@@ -1,0 +1,132 @@
+"""Every training mode, one after another in one run, on the same synthetic data, model and
+per-replica batch: steps/s, examples/s, time to first step and peak RSS of each process.
+
+Run: `python benchmarks/trainer.py` (defaults: 784-100-10 MLP, batch 100, 3000 steps).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.trainer.launcher import Job  # noqa: E402
+
+MODES: list[tuple[str, dict[str, int], list[str], str]] = [
+    # (name, replicas, extra args, the task whose result line speaks for the job)
+    ("single process", {"worker": 1}, ["--strategy", "mirrored"], "worker-0"),
+    (
+        "mirrored, 2 logical CPUs",
+        {"worker": 1},
+        ["--strategy", "mirrored", "--cpu-devices", "2"],
+        "worker-0",
+    ),
+    (
+        "PS: chief + 2 workers + 1 ps",
+        {"chief": 1, "worker": 2, "ps": 1},
+        ["--strategy", "parameter-server"],
+        "chief-0",
+    ),
+    ("MWMS: 2 workers", {"worker": 2}, ["--strategy", "multi-worker-mirrored"], "worker-0"),
+    (
+        "between-graph async: 2 workers + 1 ps",
+        {"worker": 2, "ps": 1},
+        ["--strategy", "between-graph"],
+        "worker-0",
+    ),
+    (
+        "between-graph sync: 2 workers + 1 ps",
+        {"worker": 2, "ps": 1},
+        ["--strategy", "between-graph", "--sync"],
+        "worker-0",
+    ),
+]
+
+
+def peak_rss_mib(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def run_mode(workdir: Path, replicas: dict[str, int], args: list[str], lead: str) -> dict:
+    job = Job(workdir, replicas, args)
+    try:
+        job.start_all()
+        result = job.wait(lead, 900).result()
+        rss = {}
+        for name, proc in job.procs.items():
+            if proc.popen.poll() is None:  # servers: read before they are stopped
+                rss[name] = peak_rss_mib(proc.popen.pid)
+        for name in job.procs:
+            if name not in rss:
+                job.wait(name, 300)
+                rss[name] = job.procs[name].result().get("peak_rss_mib")
+        result["rss"] = rss
+        return result
+    finally:
+        job.stop_all()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=3000)
+    parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument("--hidden-units", type=int, default=100)
+    parser.add_argument("--only", help="run only modes whose name contains this")
+    a = parser.parse_args()
+    common = [
+        "--dataset",
+        "synthetic",
+        "--model",
+        "mlp",
+        "--hidden-units",
+        str(a.hidden_units),
+        "--batch-size",
+        str(a.batch_size),
+        "--steps",
+        str(a.steps),
+        "--log-every",
+        str(max(a.steps // 10, 1)),
+        "--checkpoint-every",
+        str(a.steps),
+    ]
+    rows = []
+    for name, replicas, extra, lead in MODES:
+        if a.only and a.only not in name:
+            continue
+        with tempfile.TemporaryDirectory(prefix="tfjob-bench-") as tmp:
+            r = run_mode(Path(tmp), replicas, [*common, *extra], lead)
+        eps = r["examples_per_sec"]
+        batch = a.batch_size * r.get("replicas", 1) if "replicas" in r else a.batch_size
+        rss = ", ".join(f"{k} {v:.0f}" for k, v in sorted(r["rss"].items()) if v)
+        rows.append(
+            (
+                name,
+                f"{eps / batch:.0f}",
+                f"{eps / 1000:.1f}k",
+                f"{r['first_step_sec']:.1f} s" if r.get("first_step_sec") else "-",
+                rss,
+            )
+        )
+        print(f"done: {name}", file=sys.stderr, flush=True)
+    head = ("mode", "steps/s", "examples/s", "first step", "peak RSS per process (MiB)")
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=True)]
+    print(
+        f"\n784-{a.hidden_units}-10 MLP, batch {a.batch_size} per replica, {a.steps} steps, "
+        "synthetic data"
+    )
+    for row in [head, tuple("-" * w for w in widths), *rows]:
+        print(" | ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
+
+
+if __name__ == "__main__":
+    main()
