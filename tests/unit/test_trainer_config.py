@@ -150,3 +150,10 @@ def test_operator_tf_config_is_what_the_trainer_understands(replicas, strategy, 
             assert (parsed.type, parsed.index) == (rt.task_type, i)
             assert parsed.cluster == cluster and "evaluator" not in parsed.cluster
             assert config.resolve_strategy("auto", parsed) == strategy
+
+
+def test_wait_for_peers_names_the_hosts_that_do_not_resolve():
+    config.wait_for_peers(task({"worker": ["localhost:1", "127.0.0.1:2"]}), timeout=1)
+    pending = task({"worker": ["localhost:1", "no-such-host.invalid:2"]})
+    with pytest.raises(TimeoutError, match=r"did not resolve within 0s: no-such-host\.invalid$"):
+        config.wait_for_peers(pending, timeout=0.3, poll=0.05)
