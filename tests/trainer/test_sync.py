@@ -99,3 +99,31 @@ def test_mirrored_on_two_logical_cpus(tmp_path):
         cwd=ROOT,
     )
     assert again.returncode == 0 and '"trained_steps": 0' in again.stdout
+
+
+def test_cnn_model_trains(tmp_path):
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tfjob_trainer",
+            "--checkpoint-dir",
+            str(tmp_path),
+            "--dataset",
+            "digits",
+            "--model",
+            "cnn",
+            "--steps",
+            "40",
+            "--log-every",
+            "20",
+            "--batch-size",
+            "32",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert '"steps": 40' in proc.stdout and (tmp_path / "export" / "model.keras").exists()

@@ -8,14 +8,17 @@ asynchronous (each worker applies its gradients as they come), or with `--sync` 
 (written by the chief itself, so only the chief needs the checkpoint volume), logs and writes
 TensorBoard scalars. At the end it measures test accuracy with the graph and exports the weights
 as `<export-dir>/weights.npz`, in the order `common.build_model(kind).set_weights` takes.
-Keras 3 does not run in graph mode and eager cannot come back once disabled, so the export is
-the weights, not a `.keras` file.
+Keras 3 does not run in graph mode and eager cannot come back once disabled, so a fresh process
+(`keras_export.py`) turns those weights into `<export-dir>/model.keras`, as the other modes
+export.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -196,6 +199,24 @@ class _ExportHook(v1.train.SessionRunHook):
         os.replace(tmp, self.path)  # readers never see half a file
 
 
+def _to_keras(weights: Path, opts: Options) -> Path:
+    """The `.keras` model from the exported weights, built in a fresh (eager) process."""
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tfjob_trainer.keras_export",
+            str(weights),
+            opts.model,
+            str(opts.hidden_units),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return weights.with_name("model.keras")
+
+
 @dataclass
 class _Graph:
     """This replica's graph: what the loop feeds and fetches, and the hooks it needs."""
@@ -349,7 +370,7 @@ def train(
         "first_step_sec": first_step_sec,
         "replicas": len(replicas),
         "checkpoint": tf.train.latest_checkpoint(str(opts.checkpoint_dir)) if export else None,
-        "export": str(export.path) if export and export.path else None,
+        "export": str(_to_keras(export.path, opts)) if export and export.path else None,
     }
 
 
