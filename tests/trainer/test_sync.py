@@ -3,12 +3,7 @@ two logical CPU devices in one process."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import tensorflow as tf
-
-from tests.trainer.launcher import RESULT_PREFIX, ROOT
 
 # Ten classes (chance 0.10); synchronous Adam on digits passes 0.95 within 100 steps.
 MIN_ACCURACY = 0.9
@@ -47,83 +42,20 @@ def test_multi_worker_with_a_chief_that_trains_too(make_job):
     assert chief["strategy"] == "multi-worker-mirrored" and chief["replicas"] == 2
 
 
-def test_mirrored_on_two_logical_cpus(tmp_path):
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tfjob_trainer",
-            "--checkpoint-dir",
-            str(tmp_path),
-            "--dataset",
-            "digits",
-            "--steps",
-            "100",
-            "--log-every",
-            "50",
-            "--strategy",
-            "mirrored",
-            "--cpu-devices",
-            "2",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_PREFIX))
-    import json
-
-    result = json.loads(line[len(RESULT_PREFIX) :])
+def test_mirrored_on_two_logical_cpus(make_job):
+    job = make_job({"worker": 1}, "--strategy", "mirrored", "--cpu-devices", "2", "--steps", "100")
+    job.start("worker")
+    result = job.wait("worker-0", 300).result()
     assert result["replicas"] == 2 and result["steps"] == 100
     assert result["test_accuracy"] > MIN_ACCURACY
     # Restarted after it finished: nothing to do, exits 0 at once.
-    again = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tfjob_trainer",
-            "--checkpoint-dir",
-            str(tmp_path),
-            "--dataset",
-            "digits",
-            "--steps",
-            "100",
-            "--strategy",
-            "mirrored",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
-    assert again.returncode == 0 and '"trained_steps": 0' in again.stdout
+    job.start("worker")
+    again = job.wait("worker-0", 300)
+    assert again.popen.returncode == 0 and again.result()["trained_steps"] == 0
 
 
-def test_cnn_model_trains(tmp_path):
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tfjob_trainer",
-            "--checkpoint-dir",
-            str(tmp_path),
-            "--dataset",
-            "digits",
-            "--model",
-            "cnn",
-            "--steps",
-            "40",
-            "--log-every",
-            "20",
-            "--batch-size",
-            "32",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert '"steps": 40' in proc.stdout and (tmp_path / "export" / "model.keras").exists()
+def test_cnn_model_trains(make_job):
+    job = make_job({"worker": 1}, "--model", "cnn", "--steps", "40")
+    job.start("worker")
+    assert job.wait("worker-0", 300).result()["steps"] == 40
+    assert (job.checkpoint_dir / "export" / "model.keras").exists()

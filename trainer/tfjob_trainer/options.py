@@ -6,6 +6,7 @@ import argparse
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .config import STRATEGIES
 
@@ -35,8 +36,47 @@ class Options:
         return self.checkpoint_dir / "logs"
 
 
-def _env(name: str, default: str | None = None) -> str | None:
-    return os.environ.get(f"TFJOB_{name}", default)
+# (flag, argparse settings, help). Every flag falls back to env TFJOB_<FLAG>, e.g. TFJOB_STEPS.
+_FLAGS: list[tuple[str, dict[str, Any], str]] = [
+    ("checkpoint-dir", {}, "checkpoints, TensorBoard logs and the export"),
+    ("data-dir", {}, "where MNIST may be (IDX files or mnist.npz)"),
+    ("dataset", {"choices": ("mnist", "digits", "synthetic"), "default": "mnist"}, ""),
+    ("model", {"choices": ("mlp", "cnn"), "default": "mlp"}, "mlp is 784-<hidden-units>-10"),
+    ("hidden-units", {"type": int, "default": "500"}, "width of the mlp's hidden layer"),
+    ("steps", {"type": int, "default": "1000"}, "global steps to train"),
+    ("batch-size", {"type": int, "default": "100"}, "examples per replica per step"),
+    ("learning-rate", {"type": float, "default": "0.001"}, "Adam's learning rate"),
+    ("strategy", {"choices": STRATEGIES, "default": "auto"}, ""),
+    (
+        "sync",
+        {"action": "store_true"},
+        "between-graph only: aggregate gradients with SyncReplicasOptimizer",
+    ),
+    ("checkpoint-every", {"type": int, "default": "500"}, "steps between checkpoints"),
+    ("log-every", {"type": int, "default": "100"}, "steps between log lines and summaries"),
+    ("export-dir", {}, "where the chief exports the model; default <checkpoint-dir>/export"),
+    (
+        "steps-per-call",
+        {"type": int, "default": "10"},
+        "steps inside one tf.function call or scheduled closure",
+    ),
+    (
+        "cpu-devices",
+        {"type": int, "default": "0"},
+        "mirrored only: split the CPU into this many logical devices, to try multi-device "
+        "training without GPUs",
+    ),
+    (
+        "peer-timeout",
+        {"type": float, "default": "600"},
+        "seconds to wait for every peer to resolve and answer",
+    ),
+    (
+        "eval-timeout",
+        {"type": float, "default": "3600"},
+        "evaluator: seconds to wait for a new checkpoint before giving up",
+    ),
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,110 +87,17 @@ def build_parser() -> argparse.ArgumentParser:
             "chief or evaluator. Every flag also reads the env var shown."
         ),
     )
-    p.add_argument(
-        "--checkpoint-dir",
-        default=_env("CHECKPOINT_DIR"),
-        help="checkpoints, TensorBoard logs and the export (TFJOB_CHECKPOINT_DIR)",
-    )
-    p.add_argument(
-        "--data-dir",
-        default=_env("DATA_DIR"),
-        help="where MNIST may be (IDX files or mnist.npz), and the data cache (TFJOB_DATA_DIR)",
-    )
-    p.add_argument(
-        "--dataset",
-        choices=("mnist", "digits", "synthetic"),
-        default=_env("DATASET", "mnist"),
-        help="(TFJOB_DATASET; default %(default)s)",
-    )
-    p.add_argument(
-        "--model",
-        choices=("mlp", "cnn"),
-        default=_env("MODEL", "mlp"),
-        help="mlp is 784-500-10 (TFJOB_MODEL; default %(default)s)",
-    )
-    p.add_argument(
-        "--hidden-units",
-        type=int,
-        default=int(_env("HIDDEN_UNITS", "500")),
-        help="width of the mlp's hidden layer (TFJOB_HIDDEN_UNITS; default %(default)s)",
-    )
-    p.add_argument(
-        "--steps",
-        type=int,
-        default=int(_env("STEPS", "1000")),
-        help="global steps to train (TFJOB_STEPS; default %(default)s)",
-    )
-    p.add_argument(
-        "--batch-size",
-        type=int,
-        default=int(_env("BATCH_SIZE", "100")),
-        help="examples per replica per step (TFJOB_BATCH_SIZE; default %(default)s)",
-    )
-    p.add_argument(
-        "--learning-rate",
-        type=float,
-        default=float(_env("LEARNING_RATE", "0.001")),
-        help="(TFJOB_LEARNING_RATE; default %(default)s)",
-    )
-    p.add_argument(
-        "--strategy",
-        choices=STRATEGIES,
-        default=_env("STRATEGY", "auto"),
-        help="(TFJOB_STRATEGY; default %(default)s)",
-    )
-    p.add_argument(
-        "--sync",
-        action="store_true",
-        default=_env("SYNC", "") == "1",
-        help="between-graph only: aggregate gradients with SyncReplicasOptimizer (TFJOB_SYNC=1)",
-    )
-    p.add_argument(
-        "--checkpoint-every",
-        type=int,
-        default=int(_env("CHECKPOINT_EVERY", "500")),
-        help="steps between checkpoints (TFJOB_CHECKPOINT_EVERY; default %(default)s)",
-    )
-    p.add_argument(
-        "--log-every",
-        type=int,
-        default=int(_env("LOG_EVERY", "100")),
-        help="steps between log lines and summaries (TFJOB_LOG_EVERY; default %(default)s)",
-    )
-    p.add_argument(
-        "--export-dir",
-        default=_env("EXPORT_DIR"),
-        help="where the chief exports the model (TFJOB_EXPORT_DIR; default "
-        "<checkpoint-dir>/export)",
-    )
-    p.add_argument(
-        "--steps-per-call",
-        type=int,
-        default=int(_env("STEPS_PER_CALL", "10")),
-        help="steps run inside one tf.function call or scheduled closure "
-        "(TFJOB_STEPS_PER_CALL; default %(default)s)",
-    )
-    p.add_argument(
-        "--cpu-devices",
-        type=int,
-        default=int(_env("CPU_DEVICES", "0")),
-        help="mirrored only: split the CPU into this many logical devices, to try "
-        "multi-device training without GPUs (TFJOB_CPU_DEVICES)",
-    )
-    p.add_argument(
-        "--peer-timeout",
-        type=float,
-        default=float(_env("PEER_TIMEOUT", "600")),
-        help="seconds to wait for every peer to resolve and answer "
-        "(TFJOB_PEER_TIMEOUT; default %(default)s)",
-    )
-    p.add_argument(
-        "--eval-timeout",
-        type=float,
-        default=float(_env("EVAL_TIMEOUT", "3600")),
-        help="evaluator: seconds to wait for a new checkpoint before giving up "
-        "(TFJOB_EVAL_TIMEOUT; default %(default)s)",
-    )
+    for flag, declared, text in _FLAGS:
+        env = "TFJOB_" + flag.upper().replace("-", "_")
+        settings = dict(declared)
+        if settings.get("action") == "store_true":
+            settings["default"] = os.environ.get(env, "") == "1"
+            shown = f"{env}=1"
+        else:
+            # argparse converts a string default with `type`, so env values are checked too.
+            settings["default"] = os.environ.get(env, declared.get("default"))
+            shown = f"{env}; default %(default)s" if "default" in declared else env
+        p.add_argument(f"--{flag}", help=f"{text} ({shown})".lstrip(), **settings)
     return p
 
 
