@@ -100,6 +100,8 @@ def test_whole_job_restart_resumes_from_the_checkpoint(make_job):
     second, _ = run_job(job)
     out = job.procs["worker-0"].output()
     assert [int(n) for n in START_LINE.findall(out)] == [saved]
-    assert saved < logged_steps(out)[0] <= saved + 40
+    # Async, the other worker may land many steps before the chief's first log line: the
+    # start line above is the proof; here only that no step before the checkpoint is logged.
+    assert saved < logged_steps(out)[0]
     assert second["steps"] >= 160
     assert second["trained_steps"] == second["steps"] - saved
