@@ -319,11 +319,15 @@ def train(
     writer = v1.summary.FileWriterCache.get(str(opts.log_dir / "train")) if export else None
     progress = common.Progress(None, examples_per_step, 0)
     local_steps, loss, accuracy, first_step_sec = 0, 0.0, 0.0, None
+    # The chief resumes from its checkpoint; by the time it reads the global step, other
+    # workers may already have moved it on.
+    restored = tf.train.latest_checkpoint(str(opts.checkpoint_dir)) if export else None
     with open_session(opts, g, target, worker_device, export) as sess:
         # Read past the hooks: StopAtStepHook would take this read for a training step.
-        start = current = int(
+        current = int(
             sess.run_step_fn(lambda step_context: step_context.session.run(g.global_step))
         )
+        start = int(restored.rsplit("-", 1)[1]) if restored else current
         log.info(
             "%s %d: replica %d of %d, starting at global step %d",
             task.type,
