@@ -4,14 +4,15 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help venv setup test unit lint crd bench up clean
+.PHONY: help venv setup test unit lint generate bench up e2e clean
 
 help:
 	@echo "make test   - install everything needed, lint, run the whole suite"
 	@echo "make unit   - unit tests only (no control plane)"
 	@echo "make up     - a local kube-apiserver + controller-manager with the CRD, for trying things"
-	@echo "make crd    - regenerate manifests/crd.yaml from the API models"
+	@echo "make generate - regenerate the CRD and RBAC manifests (manifests/, the chart)"
 	@echo "make bench  - benchmarks on the real control plane"
+	@echo "make e2e    - build both images and run them on a kind cluster (needs docker, kind, kubectl, helm)"
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -38,11 +39,14 @@ unit: venv
 test: setup lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-crd: venv
-	$(PY) -m tfjob_operator.crd > manifests/crd.yaml
+generate: venv
+	$(PY) -m tfjob_operator.render
 
 bench: setup
 	$(PY) benchmarks/create_jobs.py
+
+e2e:
+	bash tests/e2e/kind.sh
 
 up: setup
 	$(PY) -m tests.support.sandbox

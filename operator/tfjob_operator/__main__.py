@@ -47,6 +47,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve liveness probes here, e.g. http://0.0.0.0:8080/healthz (env TFJOB_LIVENESS)",
     )
     p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=int(os.environ.get("TFJOB_METRICS_PORT", "0")),
+        help="serve Prometheus metrics on this port at /metrics; 0 turns them off "
+        "(env TFJOB_METRICS_PORT; default %(default)s)",
+    )
+    p.add_argument(
         "--log-level",
         choices=("debug", "info", "warning"),
         default=os.environ.get("TFJOB_LOG_LEVEL", "info"),
@@ -80,7 +87,11 @@ def main(argv: list[str] | None = None) -> None:
         namespaces=args.namespace,
         standalone=args.standalone,
         liveness_endpoint=args.liveness,
-        memo=kopf.Memo(config=OperatorConfig(cluster_domain=args.cluster_domain)),
+        memo=kopf.Memo(
+            config=OperatorConfig(
+                cluster_domain=args.cluster_domain, metrics_port=args.metrics_port
+            )
+        ),
     )
 
 

@@ -8,3 +8,4 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class OperatorConfig:
     cluster_domain: str = "cluster.local"
+    metrics_port: int = 0  # 0: no metrics endpoint

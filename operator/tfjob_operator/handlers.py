@@ -16,7 +16,7 @@ from typing import Any
 
 import kopf
 
-from . import naming
+from . import metrics, naming
 from .api import GROUP, PLURAL, VERSION
 from .kube import Kube, configure_client
 from .pods import observe
@@ -39,6 +39,8 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     settings.watching.client_timeout = 300
     settings.networking.request_timeout = 60
     configure_client()
+    if memo.config.metrics_port:
+        metrics.serve(memo.config.metrics_port)
     memo.reconciler = Reconciler(Kube(), memo.config.cluster_domain)
     memo.queue = WorkQueue(memo.reconciler)
 

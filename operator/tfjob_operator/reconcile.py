@@ -18,6 +18,7 @@ from typing import Any
 import kopf
 import kubernetes
 
+from . import metrics
 from .kube import Kube
 from .lifecycle import JobView, decide
 from .pods import PodObservation
@@ -60,14 +61,21 @@ class Reconciler:
         return body
 
     async def __call__(self, key: JobKey) -> float | None:
-        try:
-            return await self._reconcile(key)
-        except kubernetes.client.ApiException as e:
-            message = _api_message(e)
-            if e.status == 403 and "being terminated" in message:
-                log.debug("%s/%s: namespace is being deleted; nothing to do", *key)
-                return None
-            raise RetryableError(f"{e.status} {e.reason}: {message}") from None
+        with metrics.RECONCILE_SECONDS.time():
+            try:
+                delay = await self._reconcile(key)
+            except kubernetes.client.ApiException as e:
+                message = _api_message(e)
+                if e.status == 403 and "being terminated" in message:
+                    log.debug("%s/%s: namespace is being deleted; nothing to do", *key)
+                    return None
+                metrics.RECONCILES.labels("error").inc()
+                raise RetryableError(f"{e.status} {e.reason}: {message}") from None
+            except Exception:
+                metrics.RECONCILES.labels("error").inc()
+                raise
+        metrics.RECONCILES.labels("ok").inc()
+        return delay
 
     async def _reconcile(self, key: JobKey) -> float | None:
         body = self._current_body(key)
@@ -91,8 +99,10 @@ class Reconciler:
                     return None  # deleted meanwhile
                 raise
             self._written[key] = (body["metadata"].get("resourceVersion", ""), result)
+            metrics.STATUS_WRITES.inc()
         for type_, reason, message in decision.events:
             kopf.event(body, type=type_, reason=reason, message=message)
+            metrics.TRANSITIONS.labels(reason).inc()
             log.info("%s/%s: %s: %s", key[0], key[1], reason, message)
 
         if decision.delete_job:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from tfjob_operator import crd
+from tfjob_operator import crd, render
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,10 +22,10 @@ def walk(node, path="$"):
             yield from walk(node["items"], f"{path}[]")
 
 
-def test_manifest_is_the_generated_crd():
-    assert (ROOT / "manifests" / "crd.yaml").read_text() == crd.render(), (
-        "manifests/crd.yaml is stale: run `make crd`"
-    )
+def test_generated_files_are_current():
+    """manifests/ and the chart hold what the single sources generate (`make generate`)."""
+    for path, text in render.outputs(ROOT).items():
+        assert path.read_text() == text, f"{path.relative_to(ROOT)} is stale: run make generate"
 
 
 def schema():

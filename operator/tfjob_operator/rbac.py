@@ -1,0 +1,43 @@
+"""The operator's permissions, least privilege, in one place: what it calls, and nothing else.
+
+`manifests/rbac.yaml` and the Helm chart's ClusterRole are generated from `RULES`
+(`python -m tfjob_operator.render`), and a test compares the rules with the calls the operator
+makes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .api import GROUP, PLURAL
+
+WATCH = ["list", "watch"]
+
+RULES: list[dict[str, Any]] = [
+    # TFJobs: watched by kopf; deleted when ttlSecondsAfterFinished passes.
+    {"apiGroups": [GROUP], "resources": [PLURAL], "verbs": [*WATCH, "delete"]},
+    {"apiGroups": [GROUP], "resources": [f"{PLURAL}/status"], "verbs": ["patch"]},
+    # Children carry blockOwnerDeletion, which needs this where the
+    # OwnerReferencesPermissionEnforcement admission plugin is on.
+    {"apiGroups": [GROUP], "resources": [f"{PLURAL}/finalizers"], "verbs": ["update"]},
+    # Server-side apply (a patch that may create).
+    {"apiGroups": ["apps"], "resources": ["statefulsets"], "verbs": [*WATCH, "create", "patch"]},
+    {"apiGroups": [""], "resources": ["services"], "verbs": [*WATCH, "create", "patch"]},
+    # Checkpoint claims are created once, never changed.
+    {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": [*WATCH, "create"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": WATCH},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+    # kopf: discovers the CRD, and follows namespaces when --namespace has a glob.
+    {
+        "apiGroups": ["apiextensions.k8s.io"],
+        "resources": ["customresourcedefinitions"],
+        "verbs": WATCH,
+    },
+    {"apiGroups": [""], "resources": ["namespaces"], "verbs": WATCH},
+]
+
+
+def grants(group: str, resource: str, verb: str) -> bool:
+    return any(
+        group in r["apiGroups"] and resource in r["resources"] and verb in r["verbs"] for r in RULES
+    )

@@ -1,0 +1,133 @@
+"""`kubectl apply -f manifests/` as a user runs it, and the operator running under exactly the
+permissions manifests/rbac.yaml grants it."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+
+import pytest
+
+from tests.support.jobs import tfjob
+from tests.support.kube import wait_for
+from tests.support.operator import OperatorProcess
+from tfjob_operator import status as st
+from tfjob_operator.api import GROUP, PLURAL, VERSION
+
+from .conftest import ROOT
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def installed(kubectl):
+    """The whole folder in one go: CRD, operator Deployment, RBAC (examples live below it)."""
+    out = kubectl("apply", "-f", str(ROOT / "manifests"))
+    kubectl("wait", "--for=condition=established", "--timeout=60s", "crd/tfjobs.tfjob.dev")
+    return out
+
+
+def test_apply_manifests_in_one_go(installed, kubectl, ns):
+    for kind in (
+        "customresourcedefinition.apiextensions.k8s.io/tfjobs.tfjob.dev",
+        "namespace/tfjob-system",
+        "deployment.apps/tfjob-operator",
+        "serviceaccount/tfjob-operator",
+        "clusterrole.rbac.authorization.k8s.io/tfjob-operator",
+        "clusterrolebinding.rbac.authorization.k8s.io/tfjob-operator",
+    ):
+        assert kind in installed
+    out = kubectl("apply", "-n", ns, "-f", str(ROOT / "manifests" / "examples"))
+    assert out.count("tfjob.tfjob.dev/") == 4
+    names = {j["metadata"]["name"] for j in kubectl.get_json("tfj", "-n", ns)["items"]}
+    assert names == {"mnist-ps", "mnist-sync", "mnist-multi-gpu", "mnist-between-graph"}
+
+
+def service_account_kubeconfig(kubectl, control_plane, path):
+    """A kubeconfig that authenticates as the operator's ServiceAccount (its token Secret)."""
+    secret = wait_for(
+        lambda: (
+            kubectl.get_json("sa", "tfjob-operator", "-n", "tfjob-system").get("secrets") or [{}]
+        )[0].get("name"),
+        60,
+        "the ServiceAccount's token Secret",
+    )
+    data = kubectl.get_json("secret", secret, "-n", "tfjob-system")["data"]
+    admin = json.loads(control_plane.kubeconfig.read_text())
+    cluster = admin["clusters"][0]["cluster"]
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "plane", "cluster": cluster}],
+                "users": [
+                    {
+                        "name": "operator",
+                        "user": {"token": base64.b64decode(data["token"]).decode()},
+                    }
+                ],
+                "contexts": [
+                    {"name": "operator", "context": {"cluster": "plane", "user": "operator"}}
+                ],
+                "current-context": "operator",
+            }
+        )
+    )
+    return path
+
+
+def test_operator_runs_a_job_with_only_the_granted_permissions(
+    installed, kubectl, control_plane, custom, kubelet, ns, operator, tmp_path
+):
+    kubeconfig = service_account_kubeconfig(kubectl, control_plane, tmp_path / "sa.kubeconfig")
+    denied = kubectl.run("--kubeconfig", str(kubeconfig), "get", "secrets", "-n", ns, check=False)
+    assert denied.returncode != 0 and "forbidden" in denied.stderr, "least privilege"
+    operator.stop()  # the admin-powered operator steps aside
+    restricted = OperatorProcess(
+        {**os.environ, "KUBECONFIG": str(kubeconfig), "PYTHONUNBUFFERED": "1"},
+        tmp_path / "operator.log",
+    )
+    try:
+        restricted.start()
+        body = tfjob(
+            namespace=ns,
+            replicas={"PS": 1, "Worker": 2},
+            checkpoint={"storage": {"size": "1Gi"}},
+            run_policy={"ttlSecondsAfterFinished": 1},
+        )
+        body["metadata"].pop("uid")
+        kubectl.apply(body)
+
+        def pods():
+            return sorted(p.metadata.name for p in kubelet.core.list_namespaced_pod(ns).items)
+
+        wait_for(lambda: len(pods()) == 3, 60, "3 pods")
+        for pod in pods():
+            kubelet.set(pod)
+        kubelet.set("mnist-worker-0", state="terminated", exit_code=0)
+
+        seen: dict = {}
+
+        def succeeded_or_gone():
+            items = custom.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)["items"]
+            if items:
+                seen.update(items[0].get("status") or {})
+            return not items
+
+        wait_for(succeeded_or_gone, 60, "the job to succeed and be deleted by its TTL")
+        assert st.state(seen) == "Succeeded"
+        events = kubectl("get", "events", "-n", ns, "-o", "json")
+        assert "TFJobSucceeded" in events, "events were written too"
+        # An RBAC denial names the user; other 403s (a namespace being deleted) do not.
+        denials = [
+            ln
+            for ln in restricted.log.read_text().splitlines()
+            if 'User \\"system:serviceaccount:tfjob-system:tfjob-operator\\" cannot' in ln
+            or 'User "system:serviceaccount:tfjob-system:tfjob-operator" cannot' in ln
+        ]
+        assert denials == [], denials[:3]
+    finally:
+        restricted.stop()
+        operator.start()
