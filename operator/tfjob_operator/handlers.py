@@ -102,12 +102,14 @@ async def owned_event(
     _wake(memo, (namespace, job), tfjobs, tfjob_pods)
 
 
-for _group, _version, _plural in [
+# What the operator watches besides TFJobs: everything it owns. (RBAC: list and watch.)
+OWNED = [
     ("", "v1", "pods"),
     ("apps", "v1", "statefulsets"),
     ("", "v1", "services"),
     ("", "v1", "persistentvolumeclaims"),
-]:
+]
+for _group, _version, _plural in OWNED:
     kopf.on.event(_group, _version, _plural, labels=OURS, id=f"owned-{_plural}")(owned_event)
 
 

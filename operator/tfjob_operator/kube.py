@@ -15,6 +15,17 @@ import kubernetes
 from . import naming
 from .api import GROUP, PLURAL, VERSION
 
+# Every write below, as (API group, resource, verb): the RBAC rules must grant exactly these
+# plus list/watch of what is watched (a test checks rbac.RULES against them).
+WRITES = {
+    ("", "services", "create"),
+    ("", "services", "patch"),  # server-side apply may create
+    ("apps", "statefulsets", "create"),
+    ("apps", "statefulsets", "patch"),
+    ("", "persistentvolumeclaims", "create"),
+    (GROUP, f"{PLURAL}/status", "patch"),
+    (GROUP, PLURAL, "delete"),
+}
 APPLY = "application/apply-patch+yaml"
 MERGE = "application/merge-patch+json"
 

@@ -1,0 +1,44 @@
+"""The ClusterRole grants what the operator does, and nothing more. (That it is enough is shown
+on the real API server: tests/integration/test_manifests.py runs a job as the ServiceAccount.)"""
+
+from __future__ import annotations
+
+from tfjob_operator import handlers, kube, rbac
+from tfjob_operator.api import GROUP, PLURAL
+
+# What kopf itself needs: posting events, discovering the CRD, following namespace globs;
+# and what blockOwnerDeletion needs where OwnerReferencesPermissionEnforcement is on.
+FRAMEWORK = {
+    ("", "events", "create"),
+    ("apiextensions.k8s.io", "customresourcedefinitions", "list"),
+    ("apiextensions.k8s.io", "customresourcedefinitions", "watch"),
+    ("", "namespaces", "list"),
+    ("", "namespaces", "watch"),
+    (GROUP, f"{PLURAL}/finalizers", "update"),
+}
+
+
+def granted() -> set[tuple[str, str, str]]:
+    return {
+        (g, r, v)
+        for rule in rbac.RULES
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    }
+
+
+def used() -> set[tuple[str, str, str]]:
+    watched = [(GROUP, PLURAL), *((g, p) for g, _, p in handlers.OWNED)]
+    return {(g, p, v) for g, p in watched for v in ("list", "watch")} | kube.WRITES | FRAMEWORK
+
+
+def test_rules_grant_exactly_what_is_used():
+    assert granted() - used() == set(), "granted but never used"
+    assert used() - granted() == set(), "used but not granted"
+
+
+def test_no_wildcards_and_no_secrets():
+    for rule in rbac.RULES:
+        assert "*" not in rule["verbs"] and "*" not in rule["resources"]
+    assert not any(r == "secrets" for _, r, _ in granted())
