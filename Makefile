@@ -4,9 +4,10 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help venv setup test unit lint generate bench up e2e clean
+.PHONY: help venv setup demo test unit lint generate bench up e2e clean
 
 help:
+	@echo "make demo   - train MNIST with manifests/examples/mnist-ps.yaml on this machine (tfjob run)"
 	@echo "make test   - install everything needed, lint, run the whole suite"
 	@echo "make unit   - unit tests only (no control plane)"
 	@echo "make up     - a local kube-apiserver + controller-manager with the CRD, for trying things"
@@ -24,6 +25,10 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 venv: $(VENV)/.installed
+
+demo: venv
+	rm -rf tfjob-runs/mnist-ps
+	$(VENV)/bin/tfjob run manifests/examples/mnist-ps.yaml --workdir tfjob-runs/mnist-ps
 
 setup: venv
 	$(PY) -m tests.support.controlplane build

@@ -24,10 +24,15 @@ def main(argv: list[str] | None = None) -> int:
     # Our own lines at INFO; TensorFlow's chatter only from WARNING up.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
     log.setLevel(logging.INFO)
+    logging.getLogger("tensorflow").setLevel(logging.ERROR)  # e.g. saver retracing notices
     try:
         opts = options.parse(argv)
         task = config.parse(os.environ.get("TF_CONFIG"), socket.gethostname())
         strategy = config.resolve_strategy(opts.strategy, task)
+        if not opts.has_checkpoint_dir and needs_checkpoints(task, strategy):
+            raise config.ConfigError(
+                "--checkpoint-dir (or TFJOB_CHECKPOINT_DIR) is required for this role"
+            )
         if task is not None and task.type == "evaluator" and strategy == "between-graph":
             raise config.ConfigError(
                 "the evaluator reads TF2 checkpoints; between-graph writes "
@@ -54,6 +59,17 @@ def main(argv: list[str] | None = None) -> int:
 
         result(role=role, **summary)
     return 0
+
+
+def needs_checkpoints(task: config.Task | None, strategy: str) -> bool:
+    """Parameter servers, and workers that only serve, write no checkpoints."""
+    if task is None or task.type == "evaluator":
+        return True
+    if strategy == "parameter-server":
+        return task.type in ("chief", "master")
+    if strategy == "between-graph":
+        return task.is_chief
+    return True
 
 
 def run(opts: options.Options, task: config.Task | None, strategy: str) -> dict[str, Any] | None:

@@ -32,6 +32,10 @@ class Options:
     eval_timeout: float
 
     @property
+    def has_checkpoint_dir(self) -> bool:
+        return str(self.checkpoint_dir) not in ("", ".")
+
+    @property
     def log_dir(self) -> Path:
         return self.checkpoint_dir / "logs"
 
@@ -103,8 +107,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse(argv: list[str] | None = None) -> Options:
     args = build_parser().parse_args(argv)
-    if not args.checkpoint_dir:
-        raise ValueError("--checkpoint-dir (or TFJOB_CHECKPOINT_DIR) is required")
     for flag in (
         "steps",
         "batch_size",
@@ -115,7 +117,9 @@ def parse(argv: list[str] | None = None) -> Options:
     ):
         if getattr(args, flag) < 1:
             raise ValueError(f"--{flag.replace('_', '-')} must be at least 1")
-    ckpt = Path(args.checkpoint_dir)
+    # Parameter servers and serving workers get no checkpoint volume: "" stands for none, and
+    # the roles that need one check for it (`needs_checkpoints`).
+    ckpt = Path(args.checkpoint_dir or "")
     return Options(
         checkpoint_dir=ckpt,
         data_dir=Path(args.data_dir) if args.data_dir else None,

@@ -1,0 +1,124 @@
+"""`tfjob run`: a TFJob manifest as local processes, under the operator's own rules."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from tests.support.jobs import tfjob
+from tests.trainer.launcher import ROOT
+
+TRAIN = ["--dataset=digits", "--batch-size=32", "--log-every=20"]
+
+
+def manifest(tmp_path: Path, body: dict) -> Path:
+    body["metadata"].pop("uid", None)
+    body["metadata"].pop("namespace", None)  # as users write them: tfjob run says "local"
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(body))
+    return path
+
+
+def ps_job(steps: int, **spec) -> dict:
+    body = tfjob(
+        name="local",
+        replicas={"Chief": 1, "PS": 1, "Worker": 2},
+        checkpoint={"storage": {"size": "1Gi"}},
+        **spec,
+    )
+    for rt, rs in body["spec"]["tfReplicaSpecs"].items():
+        container = rs["template"]["spec"]["containers"][0]
+        container.pop("command", None)
+        container["args"] = ["--strategy=parameter-server", *TRAIN] + (
+            [f"--steps={steps}"] if rt == "Chief" else []
+        )
+    return body
+
+
+def tfjob_run(path: Path, workdir: Path, **kw) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tfjob_operator.cli", "run", str(path), "--workdir", str(workdir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=ROOT,
+        **kw,
+    )
+
+
+def processes_using(workdir: Path) -> list[int]:
+    """Live processes whose environment names this run's checkpoint directory."""
+    marker = f"TFJOB_CHECKPOINT_DIR={workdir / 'checkpoints'}".encode()
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker in (entry / "environ").read_bytes().split(b"\0"):
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+def test_ps_job_runs_to_success_with_prefixed_output_and_a_summary(tmp_path):
+    workdir = tmp_path / "run"
+    proc = tfjob_run(manifest(tmp_path, ps_job(60)), workdir)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out[-3000:]
+    assert "[tfjob] Chief: image 'python:3.11' is not run here" in out
+    assert "[chief-0] step 60, loss = " in out and "[worker-1] " in out
+    assert "[tfjob] TFJobSucceeded: TFJob local/local successfully completed" in out
+    summary = out[out.rindex("state  ") :]
+    assert "state  Succeeded" in summary and "steps  60" in summary
+    assert f"tensorboard --logdir {workdir / 'checkpoints' / 'logs'}" in summary
+    assert (workdir / "checkpoints" / "export" / "model.keras").exists()
+    assert processes_using(workdir) == [], "the ps and workers are stopped"
+
+
+def test_worker_exit_1_under_never_fails_with_the_operators_message(tmp_path):
+    body = tfjob(name="local", replicas={"Worker": 2})
+    for rs in body["spec"]["tfReplicaSpecs"].values():
+        rs["template"]["spec"]["containers"][0]["command"] = [
+            "python",
+            "-c",
+            "import os, sys, time; i = int(os.environ['TFJOB_TASK_INDEX']); "
+            "time.sleep(0.5 if i else 60); sys.exit(1)",
+        ]
+    proc = tfjob_run(manifest(tmp_path, body), tmp_path / "run")
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 1
+    assert (
+        "state  Failed: TFJob local/local failed: Worker pod local-worker-1 exited with "
+        "code 1 (Error) under restartPolicy Never."
+    ) in out
+
+
+def test_invalid_job_gets_the_operators_validation_message(tmp_path):
+    proc = tfjob_run(
+        manifest(tmp_path, tfjob(name="local", replicas={"Chief": 2})), tmp_path / "run"
+    )
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 2
+    assert "at most 1 Chief" in out and "a job needs a Worker or a Chief" not in out
+
+
+def test_ctrl_c_stops_every_process(tmp_path):
+    workdir = tmp_path / "run"
+    proc = tfjob_run(manifest(tmp_path, ps_job(100_000)), workdir)
+    deadline = time.monotonic() + 120
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "[chief-0] step 20," in line:
+            break
+        assert time.monotonic() < deadline, "no training step within 120 s"
+    assert len(processes_using(workdir)) == 3  # chief and two workers (ps has no volume)
+    os.kill(proc.pid, signal.SIGINT)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert processes_using(workdir) == []
