@@ -78,3 +78,18 @@ def test_exit_2_with_one_line(tf_config, args, says):
     lines = (proc.stdout + proc.stderr).strip().splitlines()
     assert len(lines) == 1, lines
     assert lines[0].startswith("tfjob-trainer: configuration error: ") and says in lines[0]
+
+
+def test_a_role_that_writes_checkpoints_needs_the_directory():
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", "TFJOB_CHECKPOINT_DIR")}
+    env["TF_CONFIG"] = json.dumps({"cluster": CLUSTER, "task": {"type": "chief", "index": 0}})
+    proc = subprocess.run(
+        [sys.executable, "-m", "tfjob_trainer"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 2
+    assert "--checkpoint-dir (or TFJOB_CHECKPOINT_DIR) is required for this role" in proc.stderr
