@@ -82,11 +82,21 @@ class Reconciler:
         if body is None or body["metadata"].get("deletionTimestamp"):
             return None
         observed: list[PodObservation] = list(self.pods.get(key, []))
-        decision = decide(JobView.from_body(body), observed, datetime.now(UTC), self.cluster_domain)
+        view, now = JobView.from_body(body), datetime.now(UTC)
+        decision = decide(view, observed, now, self.cluster_domain)
 
         fingerprint = json.dumps(decision.children, sort_keys=True)
         if self._applied.get(key) != fingerprint:
-            await asyncio.to_thread(self._apply_all, decision.children)
+            try:
+                await asyncio.to_thread(self._apply_all, decision.children)
+            except kubernetes.client.ApiException as e:
+                if e.status != 422:
+                    raise
+                # Kubernetes refuses what the spec makes (e.g. a port out of range): that is an
+                # invalid spec too, and sending the same children again would be refused again.
+                problem = f"Kubernetes refused a child: {_api_message(e)}"
+                refused = JobView(view.ref, None, (problem,), view.status)
+                decision = decide(refused, observed, now, self.cluster_domain)
             self._applied[key] = fingerprint
 
         if decision.patch:

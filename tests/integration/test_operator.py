@@ -357,3 +357,28 @@ def test_operator_killed_mid_job_converges_without_duplicates(job, kubelet, oper
     assert sorted(job.services(name)) == ["mnist-chief", "mnist-ps", "mnist-worker"]
     succeeded = [e for e in job.events(name) if e[1] == "TFJobSucceeded"]
     assert len(succeeded) == 1
+
+
+def test_children_kubernetes_refuses_fail_the_job_once(job):
+    body = tfjob(name="bad-port", replicas={"Worker": 1})
+    container = body["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    container["ports"] = [{"name": "tfjob-port", "containerPort": 70000}]
+    name = job.create(body)
+    status = job.wait_state(name, "Failed")
+    cond = st.find(status, "Failed")
+    assert cond["reason"] == "InvalidSpec" and "Kubernetes refused a child" in cond["message"]
+    assert "70000" in cond["message"]
+    events = wait_for(
+        lambda: [e for e in job.events(name) if e[1] == "InvalidSpec"],
+        CHILD_WAIT,
+        "InvalidSpec event",
+    )
+    assert events[0][0] == "Warning"
+    rv = job.get(name)["metadata"]["resourceVersion"]
+    job.kubectl("annotate", "tfj", name, "-n", job.ns, "poke=1")
+    after = wait_for(
+        lambda: (g := job.get(name))["metadata"].get("annotations", {}).get("poke") and g,
+        CHILD_WAIT,
+        "annotation",
+    )
+    assert after["status"] == status and after["metadata"]["resourceVersion"] != rv
