@@ -40,6 +40,8 @@ class Reconciler:
     # Our last status write per job: (resourceVersion it was based on, object it produced).
     # Until the watch delivers our own write, the index still holds the older object.
     _written: dict[JobKey, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    # Specs whose children Kubernetes refused, by generation: judged invalid until they change.
+    _refused: dict[JobKey, tuple[Any, str]] = field(default_factory=dict)
 
     def forget_children(self, key: JobKey) -> None:
         """A child was deleted behind our back: apply everything again next time."""
@@ -48,8 +50,8 @@ class Reconciler:
     def _current_body(self, key: JobKey) -> dict[str, Any] | None:
         bodies = list(self.jobs.get(key, []))
         if not bodies:
-            self._applied.pop(key, None)
-            self._written.pop(key, None)
+            for cache in (self._applied, self._written, self._refused):
+                cache.pop(key, None)
             return None
         body = bodies[0]
         written = self._written.get(key)
@@ -83,6 +85,10 @@ class Reconciler:
             return None
         observed: list[PodObservation] = list(self.pods.get(key, []))
         view, now = JobView.from_body(body), datetime.now(UTC)
+        generation = body["metadata"].get("generation")
+        refusal = self._refused.get(key)
+        if refusal is not None and refusal[0] == generation:
+            view = JobView(view.ref, None, (refusal[1],), view.status)
         decision = decide(view, observed, now, self.cluster_domain)
 
         fingerprint = json.dumps(decision.children, sort_keys=True)
@@ -95,6 +101,7 @@ class Reconciler:
                 # Kubernetes refuses what the spec makes (e.g. a port out of range): that is an
                 # invalid spec too, and sending the same children again would be refused again.
                 problem = f"Kubernetes refused a child: {_api_message(e)}"
+                self._refused[key] = (generation, problem)
                 refused = JobView(view.ref, None, (problem,), view.status)
                 decision = decide(refused, observed, now, self.cluster_domain)
             self._applied[key] = fingerprint

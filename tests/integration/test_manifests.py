@@ -9,13 +9,12 @@ import os
 
 import pytest
 
+from tests.conftest import ROOT
 from tests.support.jobs import tfjob
 from tests.support.kube import wait_for
 from tests.support.operator import OperatorProcess
 from tfjob_operator import status as st
 from tfjob_operator.api import GROUP, PLURAL, VERSION
-
-from .conftest import ROOT
 
 pytestmark = pytest.mark.integration
 

@@ -1,5 +1,5 @@
-"""The real test bed: etcd + kube-apiserver + kube-controller-manager on 127.0.0.1, the CRD
-applied with kubectl, and the operator running as its own process, as a user would run it."""
+"""Fixtures for the integration and e2e tests: etcd + kube-apiserver + kube-controller-manager on
+127.0.0.1, the CRD applied with kubectl, and the operator as its own process, as a user runs it."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from tests.support.kube import Kubectl, Kubelet, wait_for
 from tests.support.operator import OperatorProcess
 from tests.support.tools import ensure_tools
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.integration
 
