@@ -135,3 +135,60 @@ def test_worker_killed_mid_training_is_restarted(
     assert status["replicaStatuses"]["Worker"]["restarts"] >= 1, status
     assert list(agent.pvc_dir("chaos-checkpoints").glob("ckpt-*.index"))
     assert_scaled_down(apps, ns, "chaos")
+
+
+def test_worker_exit_1_under_never_fails_with_exit_code_and_pod(
+    kubectl, custom, apps, operator, ns, agent
+) -> None:
+    # Worker 1 fails at once; worker 0 would run for minutes. The index comes from the
+    # pod-index label through the downward API, as on Kubernetes >= 1.28.
+    script = (
+        "import os, sys, time; "
+        "sys.exit(1) if os.environ['TFJOB_TASK_INDEX'] == '1' else time.sleep(600)"
+    )
+    job = {
+        "apiVersion": "tfjob.dev/v1",
+        "kind": "TFJob",
+        "metadata": {"name": "never"},
+        "spec": {
+            "tfReplicaSpecs": {
+                "Worker": {
+                    "replicas": 2,
+                    "restartPolicy": "Never",
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "tensorflow",
+                                    "image": "python:3.11",
+                                    "command": ["python", "-c", script],
+                                },
+                            ]
+                        }
+                    },
+                }
+            }
+        },
+    }
+    kubectl.apply(job, namespace=ns)
+
+    def failed() -> dict[str, Any] | None:
+        status = tfjob(custom, ns, "never").get("status", {})
+        return (
+            status
+            if any(
+                c["type"] == "Failed" and c["status"] == "True"
+                for c in status.get("conditions", [])
+            )
+            else None
+        )
+
+    status = wait_for(failed, 60, "the job to fail", interval=0.3)
+    assert status["failure"] == {
+        "replicaType": "Worker",
+        "pod": "never-worker-1",
+        "exitCode": 1,
+        "reason": "Error",
+    }, status
+    assert "never-worker-1 exited with code 1" in status["conditions"][-1]["message"]
+    assert_scaled_down(apps, ns, "never")
