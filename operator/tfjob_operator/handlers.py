@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import copy
 import logging
-import os
 from typing import Any
 
 import kopf
 
 from . import metrics, naming
 from .api import GROUP, PLURAL, VERSION
-from .kube import Kube, configure_client
+from .kube import Kube, configure_client, uses_kubeconfig
 from .pods import observe
 from .reconcile import Reconciler
 from .workqueue import WorkQueue
@@ -53,7 +52,7 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
 @kopf.on.login()
 def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
     """$KUBECONFIG first, in-cluster second: the same order as `kube.configure_client`."""
-    if os.environ.get("KUBECONFIG") or not os.environ.get("KUBERNETES_SERVICE_HOST"):
+    if uses_kubeconfig():
         return kopf.login_with_kubeconfig(**kwargs)
     return kopf.login_with_service_account(**kwargs)
 

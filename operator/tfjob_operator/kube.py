@@ -30,9 +30,14 @@ APPLY = "application/apply-patch+yaml"
 MERGE = "application/merge-patch+json"
 
 
+def uses_kubeconfig() -> bool:
+    """$KUBECONFIG first; the in-cluster service account only inside a pod without one."""
+    return bool(os.environ.get("KUBECONFIG") or not os.environ.get("KUBERNETES_SERVICE_HOST"))
+
+
 def configure_client() -> None:
     """Point the kubernetes client where a user expects: $KUBECONFIG first, else in-cluster."""
-    if os.environ.get("KUBECONFIG") or not os.environ.get("KUBERNETES_SERVICE_HOST"):
+    if uses_kubeconfig():
         kubernetes.config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
     else:
         kubernetes.config.load_incluster_config()

@@ -3,21 +3,15 @@
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
 from pathlib import Path
 
 from tests.support.kube import wait_for
+from tfjob_operator.localrun import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class OperatorProcess:
@@ -29,7 +23,7 @@ class OperatorProcess:
         self.starts = 0
 
     def start(self) -> None:
-        port = _free_port()
+        port = free_port()
         url = f"http://127.0.0.1:{port}/healthz"
         self.starts += 1
         out = open(self.log, "ab")  # noqa: SIM115 (the process owns it)

@@ -17,9 +17,9 @@ import tensorflow as tf
 
 from tfjob_operator import tfconfig
 from tfjob_operator.api import ReplicaType
+from tfjob_trainer.common import RESULT_PREFIX
 
 ROOT = Path(__file__).resolve().parents[2]
-RESULT_PREFIX = "TFJOB_RESULT "
 
 
 def free_ports(n: int) -> list[int]:
