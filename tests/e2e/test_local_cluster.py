@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import re
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from tests.support.kube import wait_for
 from tests.support.nodeagent import NodeAgent, network_namespaces_work
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "manifests" / "examples" / "mnist-ps.yaml"
+EXAMPLES = ROOT / "manifests" / "examples"
 FAST = ["--dataset=digits", "--steps=200", "--batch-size=32", "--log-every=50"]
 FAST += ["--checkpoint-every=50"]
 DEADLINE = 240
@@ -48,13 +47,21 @@ def agent(core, ns, tmp_path) -> Iterator[NodeAgent]:
         print(f"node agent workdir: {node.workdir}")
 
 
-def fast_job(name: str) -> dict[str, Any]:
-    job = copy.deepcopy(yaml.safe_load(EXAMPLE.read_text()))
+def fast_job(name: str, example: str = "mnist-ps", *more: str) -> dict[str, Any]:
+    """The example as shipped, renamed, with small data and step counts appended to its args
+    (the trainer takes the last value of a repeated flag)."""
+    job = copy.deepcopy(yaml.safe_load((EXAMPLES / f"{example}.yaml").read_text()))
     job["metadata"]["name"] = name
     for rs in job["spec"]["tfReplicaSpecs"].values():
         for c in rs["template"]["spec"]["containers"]:
-            c["args"] = [*c.get("args", []), *FAST]
+            c["args"] = [*c.get("args", []), *FAST, *more]
     return job
+
+
+def leader(job: dict[str, Any]) -> str:
+    """The pod that logs progress and decides success: the chief, else worker 0."""
+    name, specs = job["metadata"]["name"], job["spec"]["tfReplicaSpecs"]
+    return f"{name}-chief-0" if "Chief" in specs else f"{name}-worker-0"
 
 
 def tfjob(custom, ns: str, name: str) -> dict[str, Any]:
@@ -86,11 +93,19 @@ def assert_scaled_down(apps, ns: str, name: str) -> None:
     wait_for(down, 30, f"{name}'s StatefulSets scaled to 0")
 
 
-def test_mnist_ps_trains_to_success(kubectl, core, apps, custom, operator, ns, agent) -> None:
-    started = time.monotonic()
-    kubectl.apply(fast_job("mnist-ps"), namespace=ns)
-    job = wait_finished(custom, agent, ns, "mnist-ps")
-    print(f"mnist-ps succeeded after {time.monotonic() - started:.0f}s")
+@pytest.mark.parametrize(
+    ("example", "sets"),
+    [
+        ("mnist-ps", {"chief", "ps", "worker"}),
+        ("mnist-sync", {"worker"}),
+    ],
+)
+def test_example_trains_to_success(
+    kubectl, core, apps, custom, operator, ns, agent, example, sets
+) -> None:
+    manifest = fast_job(example, example)
+    kubectl.apply(manifest, namespace=ns)
+    job = wait_finished(custom, agent, ns, example)
 
     conditions = job["status"]["conditions"]
     assert [(c["type"], c["status"]) for c in conditions] == [
@@ -100,15 +115,18 @@ def test_mnist_ps_trains_to_success(kubectl, core, apps, custom, operator, ns, a
     ], conditions
     assert not job["status"].get("failure"), job["status"]
 
-    volume = agent.pvc_dir("mnist-ps-checkpoints")
+    volume = agent.pvc_dir(f"{example}-checkpoints")
     assert list(volume.glob("ckpt-*.index")), sorted(p.name for p in volume.iterdir())
     assert (volume / "export" / "model.keras").is_file()
     assert list((volume / "logs" / "train").rglob("events.out.tfevents.*"))
-    assert_scaled_down(apps, ns, "mnist-ps")
+    found = apps.list_namespaced_stateful_set(ns, label_selector=f"tfjob.dev/job-name={example}")
+    assert {s.metadata.name.removeprefix(f"{example}-") for s in found.items} == sets
+    assert_scaled_down(apps, ns, example)
 
-    chief = agent.log("mnist-ps-chief-0", 0)
-    assert re.search(r"step 200\b", chief), chief[-2000:]
-    wait_for(lambda: not agent.pods, 30, "every pod of mnist-ps stopped")
+    log = agent.log(leader(manifest), 0)
+    assert re.search(r"step 200\b", log), log[-2000:]
+    assert "TFJOB_RESULT" in log, log[-2000:]
+    wait_for(lambda: not agent.pods, 30, f"every pod of {example} stopped")
 
 
 def test_worker_killed_mid_training_is_restarted(
@@ -135,6 +153,115 @@ def test_worker_killed_mid_training_is_restarted(
     assert status["replicaStatuses"]["Worker"]["restarts"] >= 1, status
     assert list(agent.pvc_dir("chaos-checkpoints").glob("ckpt-*.index"))
     assert_scaled_down(apps, ns, "chaos")
+
+
+def chief_step(agent: NodeAgent, pod: str, restart: int = 0) -> int:
+    """The newest step the pod's container logged in the given run, 0 before the first."""
+    steps = re.findall(r"^step (\d+)\b", agent.log(pod, restart), re.MULTILINE)
+    return int(steps[-1]) if steps else 0
+
+
+def test_chief_killed_mid_training_resumes_from_checkpoint(
+    kubectl, apps, custom, operator, ns, agent
+) -> None:
+    manifest = fast_job("chief", "mnist-ps", "--steps=800", "--checkpoint-every=100")
+    kubectl.apply(manifest, namespace=ns)
+    volume = agent.pvc_dir("chief-checkpoints")
+    saved = wait_for(
+        lambda: sorted(int(p.stem.split("-")[1]) for p in volume.glob("ckpt-*.index")),
+        DEADLINE,
+        "the chief's first checkpoint",
+        interval=0.1,
+    )
+    agent.kill("chief-chief-0")
+    wait_for(
+        lambda: agent.pods["chief-chief-0"].restarts >= 1,
+        30,
+        "the node agent to restart the chief",
+    )
+    assert agent.exits["chief-chief-0"][0] == 137, agent.exits
+
+    job = wait_finished(custom, agent, ns, "chief")
+    log = agent.log("chief-chief-0", 1)
+    restored = re.search(r"restored \S+ckpt-(\d+) at step (\d+)", log)
+    assert restored, log[-3000:]
+    at = int(restored.group(2))
+    assert at == int(restored.group(1)) >= saved[-1] > 0, (saved, restored.group(0))
+    assert not re.search(r"^step 0\b", log, re.MULTILINE), "the restarted chief began again"
+    first = re.search(r"^step (\d+)\b", log, re.MULTILINE)
+    assert first and int(first.group(1)) > at, log[-3000:]
+    assert chief_step(agent, "chief-chief-0", 1) == 800
+    status = job["status"]
+    assert status["replicaStatuses"]["Chief"]["restarts"] >= 1, status
+    assert_scaled_down(apps, ns, "chief")
+
+
+def children(core, apps, ns: str, job: str) -> dict[tuple[str, str], str]:
+    """Every child of the job by (kind, name), with its uid: a re-created child shows."""
+    selector = f"tfjob.dev/job-name={job}"
+    found = {}
+    for kind, items in (
+        ("StatefulSet", apps.list_namespaced_stateful_set(ns, label_selector=selector).items),
+        ("Service", core.list_namespaced_service(ns, label_selector=selector).items),
+        ("PersistentVolumeClaim", core.list_namespaced_persistent_volume_claim(ns).items),
+    ):
+        for obj in items:
+            found[(kind, obj.metadata.name)] = obj.metadata.uid
+    return found
+
+
+@pytest.mark.parametrize("down_until", ["training-continues", "chief-finished"])
+def test_operator_killed_mid_job_reaches_the_same_end(
+    kubectl, core, apps, custom, operator, ns, agent, down_until
+) -> None:
+    """The operator crashes mid-job and comes back: while it is down training goes on (in the
+    second case the chief even finishes); after it, the job ends as an undisturbed one does,
+    with the very same children."""
+    manifest = fast_job("opkill", "mnist-ps", "--steps=1000", "--log-every=100")
+    kubectl.apply(manifest, namespace=ns)
+    wait_for(
+        lambda: chief_step(agent, "opkill-chief-0") >= 100,
+        DEADLINE,
+        "the chief to log step 100",
+        interval=0.1,
+    )
+    running = tfjob(custom, ns, "opkill")["status"]
+    assert [c["type"] for c in running["conditions"]] == ["Created", "Running"], running
+    before = children(core, apps, ns, "opkill")
+    assert len(before) == 7, before  # 3 StatefulSets, 3 Services, 1 claim
+
+    operator.kill()
+    try:
+        if down_until == "chief-finished":
+            wait_for(
+                lambda: "opkill-chief-0" in agent.exits,
+                DEADLINE,
+                "the chief to finish while the operator is down",
+            )
+            assert agent.exits["opkill-chief-0"][0] == 0, agent.exits
+        else:
+            at = chief_step(agent, "opkill-chief-0")
+            wait_for(
+                lambda: chief_step(agent, "opkill-chief-0") > at,
+                DEADLINE,
+                "training to go on while the operator is down",
+                interval=0.1,
+            )
+        assert tfjob(custom, ns, "opkill")["status"] == running  # nobody wrote status
+    finally:
+        operator.start()
+
+    job = wait_finished(custom, agent, ns, "opkill")
+    assert [(c["type"], c["status"]) for c in job["status"]["conditions"]] == [
+        ("Created", "True"),
+        ("Running", "False"),
+        ("Succeeded", "True"),
+    ], job["status"]["conditions"]
+    assert not job["status"].get("failure"), job["status"]
+    assert job["status"]["restarts"] == 0, job["status"]
+    assert children(core, apps, ns, "opkill") == before
+    assert_scaled_down(apps, ns, "opkill")
+    assert "already trained" not in agent.log("opkill-chief-0", 0)
 
 
 def test_worker_exit_1_under_never_fails_with_exit_code_and_pod(
