@@ -12,7 +12,7 @@ help:
 	@echo "make unit   - unit tests only (no control plane)"
 	@echo "make up     - a local kube-apiserver + controller-manager with the CRD, for trying things"
 	@echo "make generate - regenerate the CRD and RBAC manifests (manifests/, the chart)"
-	@echo "make bench  - benchmarks on the real control plane"
+	@echo "make bench  - benchmarks on the real control plane (the second one needs root)"
 	@echo "make e2e    - build both images and run them on a kind cluster (needs docker, kind, kubectl, helm)"
 
 $(VENV)/.installed: pyproject.toml
@@ -49,6 +49,7 @@ generate: venv
 
 bench: setup
 	$(PY) benchmarks/create_jobs.py
+	$(PY) benchmarks/apply_to_success.py
 
 e2e:
 	bash tests/e2e/kind.sh

@@ -8,7 +8,6 @@ operator's RSS, and the same children created by a bare client loop on the same 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
@@ -22,11 +21,10 @@ import kubernetes
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.support.controlplane import ControlPlane, ensure_binaries  # noqa: E402
 from tests.support.jobs import tfjob  # noqa: E402
 from tests.support.kube import Kubectl, wait_for  # noqa: E402
 from tests.support.operator import OperatorProcess  # noqa: E402
-from tests.support.tools import ensure_tools  # noqa: E402
+from tests.support.sandbox import stack  # noqa: E402
 from tfjob_operator.api import GROUP, PLURAL, VERSION, parse_spec  # noqa: E402
 from tfjob_operator.children import JobRef, desired_children  # noqa: E402
 
@@ -144,21 +142,12 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=100)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="tfjob-bench-"))
-    with ControlPlane(work / "plane", ensure_binaries()) as plane:
-        kubectl = Kubectl(ensure_tools().kubectl, plane.kubeconfig)
-        kubectl("apply", "-f", str(ROOT / "manifests" / "crd.yaml"))
-        kubectl("wait", "--for=condition=established", "--timeout=60s", "crd/tfjobs.tfjob.dev")
-        api = kubernetes.config.new_client_from_config(config_file=str(plane.kubeconfig))
-        env = {**os.environ, "KUBECONFIG": str(plane.kubeconfig), "PYTHONUNBUFFERED": "1"}
-        operator = OperatorProcess(env, work / "operator.log")
-        operator.start()
-        try:
-            idle_rss, _ = rss_mb(operator.proc.pid)
-            op = run_operator(api, kubectl, operator, args.jobs, "bench-operator")
-            rss, peak = rss_mb(operator.proc.pid)
-        finally:
-            operator.stop()
-        bare = run_bare(api, kubectl, args.jobs, "bench-bare")
+    with stack(work) as s:
+        idle_rss, _ = rss_mb(s.operator.proc.pid)
+        op = run_operator(s.api, s.kubectl, s.operator, args.jobs, "bench-operator")
+        rss, peak = rss_mb(s.operator.proc.pid)
+        s.operator.stop()
+        bare = run_bare(s.api, s.kubectl, args.jobs, "bench-bare")
 
     n = args.jobs
     rows = [

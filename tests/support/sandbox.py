@@ -1,15 +1,21 @@
-"""`make up`: a local control plane with the TFJob CRD applied and the operator running.
+"""A local control plane with the TFJob CRD applied and the operator running as its own process.
 
-For trying TFJobs by hand on a machine with no cluster. There is no kubelet: TFJobs become
-StatefulSets, Services and Pods, and the pods stay Pending. Ctrl-C stops everything.
+`stack()` is what `make up` and the benchmarks stand on. `make up` (this module's `main`) keeps
+one running for trying TFJobs by hand on a machine with no cluster. There is no kubelet: TFJobs
+become StatefulSets, Services and Pods, and the pods stay Pending unless a `NodeAgent` runs them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+
+import kubernetes
 
 from tests.support.controlplane import ControlPlane, ensure_binaries
 from tests.support.kube import Kubectl
@@ -19,30 +25,45 @@ from tests.support.tools import ensure_tools
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def main() -> None:
-    workdir = Path(tempfile.mkdtemp(prefix="tfjob-up-"))
+@dataclass
+class Stack:
+    plane: ControlPlane
+    kubectl: Kubectl
+    api: kubernetes.client.ApiClient
+    operator: OperatorProcess
+
+
+@contextlib.contextmanager
+def stack(workdir: Path) -> Iterator[Stack]:
+    """Control plane, CRD (applied with kubectl, as users do) and operator; all stopped after."""
     tools = ensure_tools()
     with ControlPlane(workdir / "plane", ensure_binaries()) as plane:
         kubectl = Kubectl(tools.kubectl, plane.kubeconfig)
         kubectl("apply", "-f", str(ROOT / "manifests" / "crd.yaml"))
         kubectl("wait", "--for=condition=established", "--timeout=60s", "crd/tfjobs.tfjob.dev")
+        api = kubernetes.config.new_client_from_config(config_file=str(plane.kubeconfig))
         env = {**os.environ, "KUBECONFIG": str(plane.kubeconfig), "PYTHONUNBUFFERED": "1"}
         operator = OperatorProcess(env, workdir / "operator.log")
         operator.start()
         try:
-            print(
-                "\nControl plane and operator are up. In another shell:\n\n"
-                f"  export KUBECONFIG={plane.kubeconfig}\n"
-                f"  export PATH={tools.kubectl.parent}:$PATH\n"
-                "  kubectl apply -f your-tfjob.yaml && kubectl get tfj,sts,svc,pods\n\n"
-                f"Operator log: {operator.log}\nCtrl-C stops everything.",
-                flush=True,
-            )
-            threading.Event().wait()
-        except KeyboardInterrupt:
-            pass
+            yield Stack(plane, kubectl, api, operator)
         finally:
             operator.stop()
+
+
+def main() -> None:
+    workdir = Path(tempfile.mkdtemp(prefix="tfjob-up-"))
+    with stack(workdir) as s:
+        print(
+            "\nControl plane and operator are up. In another shell:\n\n"
+            f"  export KUBECONFIG={s.plane.kubeconfig}\n"
+            f"  export PATH={s.kubectl.binary.parent}:$PATH\n"
+            "  kubectl apply -f your-tfjob.yaml && kubectl get tfj,sts,svc,pods\n\n"
+            f"Operator log: {s.operator.log}\nCtrl-C stops everything.",
+            flush=True,
+        )
+        with contextlib.suppress(KeyboardInterrupt):
+            threading.Event().wait()
 
 
 if __name__ == "__main__":

@@ -185,9 +185,9 @@ def _strategy_problem(strategy: str, task: Task) -> str | None:
     return None
 
 
-def wait_for_peers(task: Task, timeout: float, poll: float = 1.0) -> None:
+def wait_for_peers(task: Task, timeout: float, poll: float = 0.2) -> None:
     """Wait until every host in the cluster resolves: a collective fails on the first that
-    does not, and pod DNS records appear only as pods start."""
+    does not, and pod DNS records appear only as pods start. A lookup is cheap: poll often."""
     pending = sorted({host for host, _ in task.hosts()})
     deadline = time.monotonic() + timeout
     last_report = 0.0
