@@ -3,15 +3,13 @@ permissions manifests/rbac.yaml grants it."""
 
 from __future__ import annotations
 
-import base64
-import json
 import os
 
 import pytest
 
 from tests.conftest import ROOT
 from tests.support.jobs import tfjob
-from tests.support.kube import wait_for
+from tests.support.kube import service_account_kubeconfig, wait_for
 from tests.support.operator import OperatorProcess
 from tfjob_operator import status as st
 from tfjob_operator.api import GROUP, PLURAL, VERSION
@@ -43,44 +41,12 @@ def test_apply_manifests_in_one_go(installed, kubectl, ns):
     assert names == {"mnist-ps", "mnist-sync", "mnist-multi-gpu", "mnist-between-graph"}
 
 
-def service_account_kubeconfig(kubectl, control_plane, path):
-    """A kubeconfig that authenticates as the operator's ServiceAccount (its token Secret)."""
-    secret = wait_for(
-        lambda: (
-            kubectl.get_json("sa", "tfjob-operator", "-n", "tfjob-system").get("secrets") or [{}]
-        )[0].get("name"),
-        60,
-        "the ServiceAccount's token Secret",
-    )
-    data = kubectl.get_json("secret", secret, "-n", "tfjob-system")["data"]
-    admin = json.loads(control_plane.kubeconfig.read_text())
-    cluster = admin["clusters"][0]["cluster"]
-    path.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "plane", "cluster": cluster}],
-                "users": [
-                    {
-                        "name": "operator",
-                        "user": {"token": base64.b64decode(data["token"]).decode()},
-                    }
-                ],
-                "contexts": [
-                    {"name": "operator", "context": {"cluster": "plane", "user": "operator"}}
-                ],
-                "current-context": "operator",
-            }
-        )
-    )
-    return path
-
-
 def test_operator_runs_a_job_with_only_the_granted_permissions(
     installed, kubectl, control_plane, custom, kubelet, ns, operator, tmp_path
 ):
-    kubeconfig = service_account_kubeconfig(kubectl, control_plane, tmp_path / "sa.kubeconfig")
+    kubeconfig = service_account_kubeconfig(
+        kubectl, control_plane.kubeconfig, "tfjob-system", "tfjob-operator", tmp_path / "sa"
+    )
     denied = kubectl.run("--kubeconfig", str(kubeconfig), "get", "secrets", "-n", ns, check=False)
     assert denied.returncode != 0 and "forbidden" in denied.stderr, "least privilege"
     operator.stop()  # the admin-powered operator steps aside

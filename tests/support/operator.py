@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 
 from tests.support.kube import wait_for
@@ -17,8 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 class OperatorProcess:
     """`python -m tfjob_operator` with a liveness endpoint that tells when it is up."""
 
-    def __init__(self, env: dict[str, str], log: Path) -> None:
-        self.env, self.log = env, log
+    def __init__(self, env: dict[str, str], log: Path, args: Sequence[str] = ()) -> None:
+        self.env, self.log, self.args = env, log, list(args)
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
@@ -39,6 +40,7 @@ class OperatorProcess:
                 url,
                 "--log-level",
                 "debug",
+                *self.args,
             ],
             env=self.env,
             stdout=out,

@@ -1,0 +1,110 @@
+"""The operator watching some namespaces only (`--namespace`, the chart's `watchNamespaces`), under
+exactly the RBAC the chart renders for that: a ClusterRole for the cluster-scoped reads and a
+Role in each watched namespace. It runs a job there and leaves jobs elsewhere alone."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+from tests.support.jobs import tfjob
+from tests.support.kube import service_account_kubeconfig, wait_for
+from tests.support.operator import OperatorProcess
+from tests.support.tools import ensure_tools
+from tfjob_operator import status as st
+from tfjob_operator.api import GROUP, PLURAL, VERSION
+
+pytestmark = pytest.mark.integration
+
+RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+RELEASE, RELEASE_NAMESPACE = "scoped", "tfjob-scoped"
+
+
+def chart_rbac(watched: str) -> list[dict]:
+    """The chart's ServiceAccount and RBAC objects for watching one namespace, as helm renders
+    them (the Deployment needs an image and a kubelet, which this control plane lacks)."""
+    out = subprocess.run(
+        [
+            str(ensure_tools().helm),
+            "template",
+            RELEASE,
+            str(ROOT / "charts" / "tfjob-operator"),
+            "--namespace",
+            RELEASE_NAMESPACE,
+            "--set",
+            f"watchNamespaces={{{watched}}}",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return [d for d in yaml.safe_load_all(out) if d and d["kind"] in RBAC_KINDS]
+
+
+@pytest.fixture
+def other(kubectl):
+    name = f"u-{uuid.uuid4().hex[:8]}"
+    kubectl("create", "namespace", name)
+    yield name
+    kubectl("delete", "namespace", name, "--wait=false")
+
+
+def test_namespaced_operator_runs_jobs_in_its_namespaces_only(
+    kubectl, control_plane, apps, custom, kubelet, ns, other, operator, tmp_path
+) -> None:
+    objects = chart_rbac(ns)
+    assert {o["kind"] for o in objects} == RBAC_KINDS
+    assert {o["metadata"].get("namespace") for o in objects if o["kind"] == "Role"} == {ns}
+    kubectl.run("create", "namespace", RELEASE_NAMESPACE, check=False)  # kept across tests
+    for obj in objects:
+        kubectl.apply(obj, namespace=obj["metadata"].get("namespace") or RELEASE_NAMESPACE)
+    account = next(o["metadata"]["name"] for o in objects if o["kind"] == "ServiceAccount")
+    kubeconfig = service_account_kubeconfig(
+        kubectl, control_plane.kubeconfig, RELEASE_NAMESPACE, account, tmp_path / "sa"
+    )
+    denied = kubectl.run("--kubeconfig", str(kubeconfig), "get", "pods", "-n", other, check=False)
+    assert denied.returncode != 0 and "forbidden" in denied.stderr, "no rights outside ns"
+
+    operator.stop()  # the cluster-wide operator steps aside
+    for namespace in (other, ns):  # the unwatched one first: by the end it has had its chance
+        body = tfjob(namespace=namespace, replicas={"Worker": 2})
+        body["metadata"].pop("uid")
+        kubectl.apply(body)
+
+    scoped = OperatorProcess(
+        {**os.environ, "KUBECONFIG": str(kubeconfig), "PYTHONUNBUFFERED": "1"},
+        tmp_path / "operator.log",
+        args=["--namespace", ns],
+    )
+    try:
+        scoped.start()
+
+        def pods() -> list[str]:
+            return sorted(p.metadata.name for p in kubelet.core.list_namespaced_pod(ns).items)
+
+        wait_for(lambda: len(pods()) == 2, 60, "the watched job's 2 pods")
+        for pod in pods():
+            kubelet.set(pod)
+        kubelet.set("mnist-worker-0", state="terminated", exit_code=0)
+
+        def job(namespace: str) -> dict:
+            return custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "mnist")
+
+        wait_for(
+            lambda: st.state(job(ns).get("status") or {}) == "Succeeded",
+            60,
+            "the watched job to succeed",
+        )
+        assert "status" not in job(other), job(other)
+        assert apps.list_namespaced_stateful_set(other).items == []
+        user = f"system:serviceaccount:{RELEASE_NAMESPACE}:{account}"
+        denials = [ln for ln in scoped.log.read_text().splitlines() if user in ln]
+        assert denials == [], denials[:3]  # an RBAC denial names the user
+    finally:
+        scoped.stop()
+        operator.start()
