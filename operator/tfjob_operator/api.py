@@ -269,6 +269,11 @@ class TFJobStatus(_Model):
         default_factory=dict,
         description="Bookkeeping of container exits per pod, so none is counted twice.",
     )
+    waiting: dict[str, str] = Field(
+        default_factory=dict,
+        description="Pods that cannot start and why, e.g. ImagePullBackOff or Unschedulable "
+        "with Kubernetes' message; a pod leaves it once it runs.",
+    )
 
 
 # --- parsing and validation ---

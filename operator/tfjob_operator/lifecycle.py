@@ -244,8 +244,10 @@ def decide(
     if finished:
         status.setdefault("completionTime", st.timestamp(now))
     _replica_counts(status, pods, spec, frozen=was_finished)
+    _waiting(status, pods, finished)
 
     decision = _finish(prior, status)
+    decision.events += _waiting_events(prior, status)
     scaled_down = (policy.suspend and not finished) or (
         finished and policy.clean_pod_policy is not CleanPodPolicy.NONE
     )
@@ -367,6 +369,27 @@ def _advance(
                     f"TFJob {name} is running.",
                     now,
                 )
+
+
+def _waiting(status: st.Status, pods: list[PodObservation], finished: bool) -> None:
+    """Pods that cannot start, and why: a job stuck on a bad image or an unschedulable GPU
+    request says so in its own status instead of staying Created in silence."""
+    waiting = {} if finished else {p.name: p.stuck.describe() for p in pods if p.stuck}
+    if waiting:
+        status["waiting"] = waiting
+    else:
+        status.pop("waiting", None)
+
+
+def _waiting_events(prior: st.Status, status: st.Status) -> list[tuple[str, str, str]]:
+    """One Warning per pod that starts waiting. Kubelets alternate ErrImagePull and
+    ImagePullBackOff, so a new reason for a pod already waiting is no news."""
+    before = prior.get("waiting") or {}
+    return [
+        ("Warning", st.Reason.POD_WAITING, f"Pod {pod} cannot start: {why}")
+        for pod, why in sorted((status.get("waiting") or {}).items())
+        if pod not in before
+    ]
 
 
 def _finish(prior: st.Status, status: st.Status) -> Decision:

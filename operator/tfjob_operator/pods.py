@@ -20,6 +20,25 @@ class Exit:
     reason: str = ""
 
 
+# Waiting reasons on the normal way to running, or in a restart backoff that the exits already
+# account for. Any other (ErrImagePull, ImagePullBackOff, CreateContainerConfigError, ...) needs
+# the user, and so does a pod no node can take.
+ROUTINE_WAITING = frozenset({"ContainerCreating", "PodInitializing", "CrashLoopBackOff"})
+MESSAGE_LIMIT = 300
+
+
+@dataclass(frozen=True)
+class Stuck:
+    """Why a pod cannot start: a waiting reason, or Unschedulable, with Kubernetes' message."""
+
+    reason: str
+    message: str = ""
+
+    def describe(self) -> str:
+        text = f"{self.reason}: {self.message}" if self.message else self.reason
+        return text if len(text) <= MESSAGE_LIMIT else text[: MESSAGE_LIMIT - 1] + "…"
+
+
 @dataclass(frozen=True)
 class PodObservation:
     name: str
@@ -31,6 +50,7 @@ class PodObservation:
     last_exit: Exit | None = None  # lastState.terminated: the exit before the current state
     restart_count: int = 0
     deleting: bool = False
+    stuck: Stuck | None = None
 
     @property
     def terminations(self) -> int:
@@ -52,6 +72,18 @@ def _exit(terminated: dict[str, Any] | None) -> Exit | None:
     if not terminated:
         return None
     return Exit(code=int(terminated.get("exitCode", 0)), reason=terminated.get("reason") or "")
+
+
+def _stuck(pod: dict[str, Any], state: dict[str, Any]) -> Stuck | None:
+    waiting = state.get("waiting") or {}
+    if waiting.get("reason") and waiting["reason"] not in ROUTINE_WAITING:
+        return Stuck(waiting["reason"], waiting.get("message") or "")
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if (cond.get("type"), cond.get("status")) == ("PodScheduled", "False") and cond.get(
+            "reason"
+        ) == "Unschedulable":
+            return Stuck("Unschedulable", cond.get("message") or "")
+    return None
 
 
 def observe(pod: dict[str, Any]) -> PodObservation | None:
@@ -79,4 +111,5 @@ def observe(pod: dict[str, Any]) -> PodObservation | None:
         last_exit=_exit(last.get("terminated")),
         restart_count=int(cs.get("restartCount", 0)),
         deleting=meta.get("deletionTimestamp") is not None,
+        stuck=_stuck(pod, state),
     )

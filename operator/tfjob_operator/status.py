@@ -33,6 +33,7 @@ class Reason:
     INVALID_SPEC = "InvalidSpec"
     BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
     DEADLINE_EXCEEDED = "DeadlineExceeded"
+    POD_WAITING = "PodWaiting"  # an Event only: a pod cannot start (bad image, no node fits)
 
 
 TERMINAL = (Cond.SUCCEEDED, Cond.FAILED)

@@ -188,6 +188,32 @@ def test_chief_exit_0_succeeds_and_scales_down(job, kubelet):
     wait_for(lambda: want <= {r for _, r, _ in job.events(name)}, CHILD_WAIT, f"events {want}")
 
 
+def test_pod_that_cannot_start_is_named_in_status_with_a_warning(job, kubelet):
+    name = job.create(tfjob(replicas={"Worker": 2}))
+    pods = job.wait_pods(name, 2)
+    kubelet.set(pods[0])
+    pull = 'Back-off pulling image "tfjob/trainer:typo"'
+    kubelet.set(pods[1], state="waiting", reason="ImagePullBackOff", message=pull)
+    status = wait_for(
+        lambda: (s := job.status(name)).get("waiting") and s, CHILD_WAIT, "status.waiting"
+    )
+    assert status["waiting"] == {"mnist-worker-1": f"ImagePullBackOff: {pull}"}
+    assert st.state(status) == "Created"
+    warning = wait_for(
+        lambda: [e for e in job.events(name) if e[1] == "PodWaiting"], CHILD_WAIT, "the event"
+    )
+    assert warning == [
+        (
+            "Warning",
+            "PodWaiting",
+            f"Pod mnist-worker-1 cannot start: {status['waiting']['mnist-worker-1']}",
+        )
+    ]
+    kubelet.set(pods[1])
+    status = job.wait_state(name, "Running")
+    assert "waiting" not in status, status
+
+
 def test_worker_exit_1_under_never_fails_with_exit_code_in_status(job, kubelet, kubectl):
     name = job.create(tfjob(replicas={"PS": 1, "Worker": 2}))
     kubelet.run_all(job.wait_pods(name, 3))

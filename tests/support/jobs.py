@@ -85,11 +85,12 @@ def container_status(
     last_exit: int | None = None,
     last_reason: str = "",
     restarts: int = 0,
+    message: str = "",
 ) -> dict[str, Any]:
     """The 'tensorflow' container's status as a kubelet reports it.
 
-    `state` is running, waiting (CrashLoopBackOff) or terminated (with `exit_code`);
-    `last_exit` fills lastState.terminated.
+    `state` is running, waiting (`reason`, CrashLoopBackOff unless given) or terminated (with
+    `exit_code`); `last_exit` fills lastState.terminated.
     """
     at = "2026-01-01T00:00:00Z"
 
@@ -109,7 +110,7 @@ def container_status(
     if state == "running":
         cs["state"] = {"running": {"startedAt": at}}
     elif state == "waiting":
-        cs["state"] = {"waiting": {"reason": "CrashLoopBackOff"}}
+        cs["state"] = {"waiting": {"reason": reason or "CrashLoopBackOff", "message": message}}
     else:
         cs["state"] = terminated(exit_code, reason)
     return cs

@@ -10,7 +10,7 @@ from tests.support.jobs import pod, tfjob
 from tfjob_operator import status as st
 from tfjob_operator.api import TFJobStatus
 from tfjob_operator.lifecycle import Decision, JobView, decide
-from tfjob_operator.pods import observe
+from tfjob_operator.pods import Stuck, observe
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -366,3 +366,78 @@ def test_invalid_name_is_refused():
     run = Run(tfjob(name="a" * 50, replicas={"Worker": 1}))
     run.step()
     assert "too long" in st.find(run.status, "Failed")["message"]
+
+
+UNSCHEDULABLE = {
+    "type": "PodScheduled",
+    "status": "False",
+    "reason": "Unschedulable",
+    "message": "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.",
+}
+
+
+@pytest.mark.parametrize(
+    ("container", "conditions", "stuck"),
+    [
+        ({}, [], None),
+        ({"state": "waiting"}, [], None),  # CrashLoopBackOff: the exits tell that story
+        ({"state": "waiting", "reason": "ContainerCreating"}, [], None),
+        ({"state": "waiting", "reason": "PodInitializing"}, [], None),
+        (
+            {"state": "waiting", "reason": "ImagePullBackOff", "message": 'pulling "x:1"'},
+            [],
+            Stuck("ImagePullBackOff", 'pulling "x:1"'),
+        ),
+        (
+            {"state": "waiting", "reason": "CreateContainerConfigError", "message": "no secret"},
+            [],
+            Stuck("CreateContainerConfigError", "no secret"),
+        ),
+        (None, [UNSCHEDULABLE], Stuck("Unschedulable", UNSCHEDULABLE["message"])),
+        (None, [{**UNSCHEDULABLE, "status": "True"}], None),
+    ],
+)
+def test_what_keeps_a_pod_from_starting(container, conditions, stuck):
+    body = pod("mnist", "worker", 0, **(container or {}))
+    if container is None:
+        body["status"] = {"phase": "Pending"}
+    body["status"]["conditions"] = conditions
+    assert observe(body).stuck == stuck
+
+
+def test_stuck_message_is_cut_to_a_readable_length():
+    assert len(Stuck("ErrImagePull", "x" * 5000).describe()) == 300
+
+
+def test_waiting_pods_are_in_status_with_one_warning_each_until_they_run():
+    spec = {"PS": 1, "Worker": 1}
+    run = Run(tfjob(replicas=spec))
+    bad = pod("mnist", "worker", 0, state="waiting", reason="ErrImagePull", message="not found")
+    run.step(pod("mnist", "ps", 0), bad)
+    assert run.state() == "Created"
+    assert run.status["waiting"] == {"mnist-worker-0": "ErrImagePull: not found"}
+    warnings = [e for e in run.events if e[1] == "PodWaiting"]
+    assert warnings == [
+        ("Warning", "PodWaiting", "Pod mnist-worker-0 cannot start: " + "ErrImagePull: not found")
+    ]
+    # The kubelet's back-off alternates the reason: the status follows, no second Warning.
+    backoff = pod("mnist", "worker", 0, state="waiting", reason="ImagePullBackOff")
+    d = run.step(pod("mnist", "ps", 0), backoff)
+    assert run.status["waiting"] == {"mnist-worker-0": "ImagePullBackOff"}
+    assert d.events == []
+    d = run.step(pod("mnist", "ps", 0), backoff)
+    assert d.patch == {}, "nothing new: nothing written"
+    run.step(*running("mnist", spec))
+    assert run.state() == "Running"
+    assert "waiting" not in run.status
+    assert run.last.patch.get("waiting", "absent") is None, "removed from the stored status"
+
+
+def test_a_finished_job_lists_no_waiting_pods():
+    run = Run(tfjob(replicas={"Chief": 1, "Worker": 1}))
+    stuck = pod("mnist", "worker", 0, state="waiting", reason="ImagePullBackOff")
+    run.step(pod("mnist", "chief", 0), stuck)
+    assert "waiting" in run.status
+    run.step(pod("mnist", "chief", 0, state="terminated", exit_code=0), stuck)
+    assert run.state() == "Succeeded"
+    assert "waiting" not in run.status
