@@ -22,6 +22,7 @@ from .data import Files
 from .options import Options
 
 log = logging.getLogger(__name__)
+_HELD: list[Any] = []  # the coordinator's objects, alive until the process exits
 
 
 def run(opts: Options, files: Files | None, task: Task) -> dict[str, Any] | None:
@@ -115,6 +116,9 @@ def coordinate(
     if start_step >= opts.steps:
         log.info("already trained to step %d; nothing to do", start_step)
     trained = final - start_step
+    # Freeing the per-worker iterators and functions sends remote deletes that took up to 5 s
+    # (measured); the process exits right after the result line, so keep them until then.
+    _HELD.extend([iterator, train_steps, model, optimizer, ckpts])
     return {
         "strategy": "parameter-server",
         "steps": final,
