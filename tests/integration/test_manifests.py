@@ -3,14 +3,12 @@ permissions manifests/rbac.yaml grants it."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from tests.conftest import ROOT
 from tests.support.jobs import tfjob
 from tests.support.kube import service_account_kubeconfig, wait_for
-from tests.support.operator import OperatorProcess
+from tests.support.operator import stepped_aside
 from tfjob_operator import status as st
 from tfjob_operator.api import GROUP, PLURAL, VERSION
 
@@ -49,13 +47,7 @@ def test_operator_runs_a_job_with_only_the_granted_permissions(
     )
     denied = kubectl.run("--kubeconfig", str(kubeconfig), "get", "secrets", "-n", ns, check=False)
     assert denied.returncode != 0 and "forbidden" in denied.stderr, "least privilege"
-    operator.stop()  # the admin-powered operator steps aside
-    restricted = OperatorProcess(
-        {**os.environ, "KUBECONFIG": str(kubeconfig), "PYTHONUNBUFFERED": "1"},
-        tmp_path / "operator.log",
-    )
-    try:
-        restricted.start()
+    with stepped_aside(operator, kubeconfig, tmp_path / "operator.log") as restricted:
         body = tfjob(
             namespace=ns,
             replicas={"PS": 1, "Worker": 2},
@@ -86,13 +78,5 @@ def test_operator_runs_a_job_with_only_the_granted_permissions(
         events = kubectl("get", "events", "-n", ns, "-o", "json")
         assert "TFJobSucceeded" in events, "events were written too"
         # An RBAC denial names the user; other 403s (a namespace being deleted) do not.
-        denials = [
-            ln
-            for ln in restricted.log.read_text().splitlines()
-            if 'User \\"system:serviceaccount:tfjob-system:tfjob-operator\\" cannot' in ln
-            or 'User "system:serviceaccount:tfjob-system:tfjob-operator" cannot' in ln
-        ]
+        denials = restricted.denials("system:serviceaccount:tfjob-system:tfjob-operator")
         assert denials == [], denials[:3]
-    finally:
-        restricted.stop()
-        operator.start()

@@ -4,7 +4,6 @@ Role in each watched namespace. It runs a job there and leaves jobs elsewhere al
 
 from __future__ import annotations
 
-import os
 import subprocess
 import uuid
 
@@ -14,7 +13,7 @@ import yaml
 from tests.conftest import ROOT
 from tests.support.jobs import tfjob
 from tests.support.kube import service_account_kubeconfig, wait_for
-from tests.support.operator import OperatorProcess
+from tests.support.operator import stepped_aside
 from tests.support.tools import ensure_tools
 from tfjob_operator import status as st
 from tfjob_operator.api import GROUP, PLURAL, VERSION
@@ -70,19 +69,12 @@ def test_namespaced_operator_runs_jobs_in_its_namespaces_only(
     denied = kubectl.run("--kubeconfig", str(kubeconfig), "get", "pods", "-n", other, check=False)
     assert denied.returncode != 0 and "forbidden" in denied.stderr, "no rights outside ns"
 
-    operator.stop()  # the cluster-wide operator steps aside
-    for namespace in (other, ns):  # the unwatched one first: by the end it has had its chance
-        body = tfjob(namespace=namespace, replicas={"Worker": 2})
-        body["metadata"].pop("uid")
-        kubectl.apply(body)
-
-    scoped = OperatorProcess(
-        {**os.environ, "KUBECONFIG": str(kubeconfig), "PYTHONUNBUFFERED": "1"},
-        tmp_path / "operator.log",
-        args=["--namespace", ns],
-    )
-    try:
-        scoped.start()
+    log = tmp_path / "operator.log"
+    with stepped_aside(operator, kubeconfig, log, args=["--namespace", ns]) as scoped:
+        for namespace in (other, ns):  # the unwatched one first: by the end it had its chance
+            body = tfjob(namespace=namespace, replicas={"Worker": 2})
+            body["metadata"].pop("uid")
+            kubectl.apply(body)
 
         def pods() -> list[str]:
             return sorted(p.metadata.name for p in kubelet.core.list_namespaced_pod(ns).items)
@@ -102,9 +94,5 @@ def test_namespaced_operator_runs_jobs_in_its_namespaces_only(
         )
         assert "status" not in job(other), job(other)
         assert apps.list_namespaced_stateful_set(other).items == []
-        user = f"system:serviceaccount:{RELEASE_NAMESPACE}:{account}"
-        denials = [ln for ln in scoped.log.read_text().splitlines() if user in ln]
-        assert denials == [], denials[:3]  # an RBAC denial names the user
-    finally:
-        scoped.stop()
-        operator.start()
+        denials = scoped.denials(f"system:serviceaccount:{RELEASE_NAMESPACE}:{account}")
+        assert denials == [], denials[:3]

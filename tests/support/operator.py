@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from tests.support.kube import wait_for
@@ -76,3 +78,25 @@ class OperatorProcess:
 
     def tail(self, lines: int = 60) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+    def denials(self, user: str) -> list[str]:
+        """Log lines where the API server refused `user` something (RBAC names the user)."""
+        return [ln for ln in self.log.read_text().splitlines() if user in ln and "cannot" in ln]
+
+
+@contextlib.contextmanager
+def stepped_aside(
+    running: OperatorProcess, kubeconfig: Path, log: Path, args: Sequence[str] = ()
+) -> Iterator[OperatorProcess]:
+    """Another operator (other credentials, other flags) while `running` steps aside; `running`
+    starts again afterwards, whatever happened."""
+    running.stop()
+    other = OperatorProcess(
+        {**os.environ, "KUBECONFIG": str(kubeconfig), "PYTHONUNBUFFERED": "1"}, log, args
+    )
+    try:
+        other.start()
+        yield other
+    finally:
+        other.stop()
+        running.start()
