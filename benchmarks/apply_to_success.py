@@ -10,7 +10,6 @@ Run: `python benchmarks/apply_to_success.py --runs 3` (add `--steps 200` for a q
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import statistics
 import subprocess
@@ -27,12 +26,14 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.support.jobs import example  # noqa: E402
+from tests.support.kube import wait_for  # noqa: E402
 from tests.support.nodeagent import NodeAgent, network_namespaces_work  # noqa: E402
 from tests.support.sandbox import Stack, stack  # noqa: E402
+from tfjob_operator import status as st  # noqa: E402
 from tfjob_operator.api import GROUP, PLURAL, VERSION  # noqa: E402
-from tfjob_operator.localrun import RESULT_PREFIX  # noqa: E402
+from tfjob_operator.localrun import result_of  # noqa: E402
 
-EXAMPLE = ROOT / "manifests" / "examples" / "mnist-ps.yaml"
 STEP = re.compile(r"^step \d+", re.MULTILINE)
 POLL = 0.05  # this script's checks
 AGENT_POLL = 0.1  # the node agent lists pods and StatefulSets this often: a kubelet is not free
@@ -49,20 +50,6 @@ CLUSTER_PHASES = [
 ]
 
 
-def manifest(name: str, extra: list[str]) -> dict[str, Any]:
-    job = yaml.safe_load(EXAMPLE.read_text())
-    job["metadata"]["name"] = name
-    for rs in job["spec"]["tfReplicaSpecs"].values():
-        for c in rs["template"]["spec"]["containers"]:
-            c["args"] = [*c.get("args", []), *extra]
-    return job
-
-
-def chief_result(log: str) -> dict[str, Any]:
-    lines = [line for line in log.splitlines() if line.startswith(RESULT_PREFIX)]
-    return json.loads(lines[-1][len(RESULT_PREFIX) :]) if lines else {}
-
-
 def one_cluster_run(s: Stack, workdir: Path, extra: list[str]) -> dict[str, float]:
     """Apply the job in a fresh namespace with its own node agent; time each phase."""
     core = kubernetes.client.CoreV1Api(s.api)
@@ -70,12 +57,9 @@ def one_cluster_run(s: Stack, workdir: Path, extra: list[str]) -> dict[str, floa
     custom = kubernetes.client.CustomObjectsApi(s.api)
     ns = f"bench-{uuid.uuid4().hex[:6]}"
     s.kubectl("create", "namespace", ns)
-    deadline = time.monotonic() + 60
-    while not core.list_namespaced_service_account(ns).items:  # pods need the default SA
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"no default service account in {ns}")
-        time.sleep(POLL)
-    job = manifest("mnist-ps", extra)
+    # Pods need the namespace's default ServiceAccount.
+    wait_for(lambda: core.list_namespaced_service_account(ns).items, 60, f"default SA in {ns}")
+    job = example("mnist-ps", "mnist-ps", extra)
     pods = [
         f"mnist-ps-{rt.lower()}-{i}"
         for rt, rs in job["spec"]["tfReplicaSpecs"].items()
@@ -107,10 +91,10 @@ def one_cluster_run(s: Stack, workdir: Path, extra: list[str]) -> dict[str, floa
         def succeeded() -> bool:
             assert not agent.errors, agent.errors
             body = custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "mnist-ps")
-            conds = {c["type"]: c["status"] for c in body.get("status", {}).get("conditions", [])}
-            if conds.get("Failed") == "True":
-                raise RuntimeError(f"mnist-ps failed: {body['status']}")
-            return conds.get("Succeeded") == "True"
+            status = body.get("status") or {}
+            if st.is_true(status, st.Cond.FAILED):
+                raise RuntimeError(f"mnist-ps failed: {status}")
+            return st.is_true(status, st.Cond.SUCCEEDED)
 
         checks = [
             ("children", children),
@@ -125,7 +109,7 @@ def one_cluster_run(s: Stack, workdir: Path, extra: list[str]) -> dict[str, floa
                     raise TimeoutError(f"{key} not reached in {DEADLINE}s")
                 time.sleep(POLL)
             at[key] = time.monotonic() - t0
-        result = chief_result(agent.log(chief, 0))
+        result = result_of(agent.log(chief, 0)) or {}
     s.kubectl("delete", "namespace", ns, "--wait=false")
     at["trainer_first_step"] = result.get("first_step_sec") or float("nan")
     at["test_accuracy"] = result.get("test_accuracy") or float("nan")
@@ -137,7 +121,7 @@ def one_local_run(workdir: Path, extra: list[str]) -> dict[str, float]:
     workdir = workdir / f"local-{uuid.uuid4().hex[:6]}"  # no checkpoint from an earlier run
     workdir.mkdir()
     path = workdir / "mnist-ps.yaml"
-    path.write_text(yaml.safe_dump(manifest("mnist-ps", extra)))
+    path.write_text(yaml.safe_dump(example("mnist-ps", "mnist-ps", extra)))
     at: dict[str, float] = {}
     t0 = time.monotonic()
     proc = subprocess.Popen(
@@ -150,8 +134,8 @@ def one_local_run(workdir: Path, extra: list[str]) -> dict[str, float]:
     for line in proc.stdout:
         if "first_step" not in at and line.startswith("[chief-0] step "):
             at["first_step"] = time.monotonic() - t0
-        if line.startswith(f"[chief-0] {RESULT_PREFIX}"):
-            result = json.loads(line[len(f"[chief-0] {RESULT_PREFIX}") :])
+        result = result_of(line.removeprefix("[chief-0] ")) if "[chief-0]" in line else None
+        if result is not None:
             at["trainer_first_step"] = result.get("first_step_sec") or float("nan")
             at["test_accuracy"] = result.get("test_accuracy") or float("nan")
     if proc.wait() != 0:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 from tests.support.controlplane import ControlPlane, ensure_binaries
 from tests.support.kube import Kubectl, Kubelet, wait_for
 from tests.support.operator import OperatorProcess
+from tests.support.sandbox import install_crd
 from tests.support.tools import ensure_tools
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,14 +59,14 @@ def custom(api) -> kubernetes.client.CustomObjectsApi:
 @pytest.fixture(scope="session")
 def crd(kubectl) -> None:
     """The CRD as users install it."""
-    kubectl("apply", "-f", str(ROOT / "manifests" / "crd.yaml"))
-    kubectl("wait", "--for=condition=established", "--timeout=60s", "crd/tfjobs.tfjob.dev")
+    install_crd(kubectl)
 
 
 @pytest.fixture(scope="session")
 def operator(control_plane, crd, tmp_path_factory) -> Iterator[OperatorProcess]:
-    env = {**os.environ, "KUBECONFIG": str(control_plane.kubeconfig), "PYTHONUNBUFFERED": "1"}
-    proc = OperatorProcess(env, tmp_path_factory.mktemp("operator") / "operator.log")
+    proc = OperatorProcess(
+        control_plane.kubeconfig, tmp_path_factory.mktemp("operator") / "operator.log"
+    )
     proc.start()
     try:
         yield proc

@@ -41,6 +41,15 @@ RESULT_PREFIX = "TFJOB_RESULT "
 COLOURS = ["36", "33", "35", "32", "34", "31"]
 
 
+def result_of(output: str) -> dict[str, Any] | None:
+    """The trainer's result: the last `TFJOB_RESULT {json}` line of its output, if any."""
+    for line in reversed(output.splitlines()):
+        if line.startswith(RESULT_PREFIX):
+            with contextlib.suppress(ValueError):
+                return json.loads(line[len(RESULT_PREFIX) :])
+    return None
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -164,9 +173,8 @@ class Runner:
         assert proc.stdout is not None
         for raw in proc.stdout:
             line = raw.decode(errors="replace").rstrip("\n")
-            if line.startswith(RESULT_PREFIX):
-                with contextlib.suppress(ValueError):
-                    task.result = json.loads(line[len(RESULT_PREFIX) :])
+            if (result := result_of(line)) is not None:
+                task.result = result
             self.say(prefix + line)
 
     def step(self) -> st.Status:

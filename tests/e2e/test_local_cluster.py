@@ -8,20 +8,16 @@ Needs root (network namespaces).
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
+from tests.support.jobs import example
 from tests.support.kube import wait_for
 from tests.support.nodeagent import NodeAgent, network_namespaces_work
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "manifests" / "examples"
 FAST = ["--dataset=digits", "--steps=200", "--batch-size=32", "--log-every=50"]
 FAST += ["--checkpoint-every=50"]
 DEADLINE = 240
@@ -47,15 +43,9 @@ def agent(core, ns, tmp_path) -> Iterator[NodeAgent]:
         print(f"node agent workdir: {node.workdir}")
 
 
-def fast_job(name: str, example: str = "mnist-ps", *more: str) -> dict[str, Any]:
-    """The example as shipped, renamed, with small data and step counts appended to its args
-    (the trainer takes the last value of a repeated flag)."""
-    job = copy.deepcopy(yaml.safe_load((EXAMPLES / f"{example}.yaml").read_text()))
-    job["metadata"]["name"] = name
-    for rs in job["spec"]["tfReplicaSpecs"].values():
-        for c in rs["template"]["spec"]["containers"]:
-            c["args"] = [*c.get("args", []), *FAST, *more]
-    return job
+def fast_job(name: str, file: str = "mnist-ps", *more: str) -> dict[str, Any]:
+    """The example as shipped, renamed, with small data and step counts."""
+    return example(file, name, [*FAST, *more])
 
 
 def leader(job: dict[str, Any]) -> str:

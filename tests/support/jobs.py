@@ -3,9 +3,25 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
+import yaml
+
 from tfjob_operator.api import API_VERSION, KIND
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "manifests" / "examples"
+
+
+def example(file: str, name: str, extra_args: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+    """A shipped example (`manifests/examples/<file>.yaml`) renamed, with arguments appended to
+    every container's (the trainer takes the last value of a repeated flag)."""
+    job = yaml.safe_load((EXAMPLES / f"{file}.yaml").read_text())
+    job["metadata"]["name"] = name
+    for rs in job["spec"]["tfReplicaSpecs"].values():
+        for c in rs["template"]["spec"]["containers"]:
+            c["args"] = [*c.get("args", []), *extra_args]
+    return job
 
 
 def template(image: str = "python:3.11", command: list[str] | None = None, **container: Any):

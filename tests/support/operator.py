@@ -18,10 +18,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class OperatorProcess:
-    """`python -m tfjob_operator` with a liveness endpoint that tells when it is up."""
+    """`python -m tfjob_operator` against the cluster of `kubeconfig`, with a liveness endpoint
+    that tells when it is up."""
 
-    def __init__(self, env: dict[str, str], log: Path, args: Sequence[str] = ()) -> None:
-        self.env, self.log, self.args = env, log, list(args)
+    def __init__(self, kubeconfig: Path, log: Path, args: Sequence[str] = ()) -> None:
+        self.env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PYTHONUNBUFFERED": "1"}
+        self.log, self.args = log, list(args)
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
@@ -91,9 +93,7 @@ def stepped_aside(
     """Another operator (other credentials, other flags) while `running` steps aside; `running`
     starts again afterwards, whatever happened."""
     running.stop()
-    other = OperatorProcess(
-        {**os.environ, "KUBECONFIG": str(kubeconfig), "PYTHONUNBUFFERED": "1"}, log, args
-    )
+    other = OperatorProcess(kubeconfig, log, args)
     try:
         other.start()
         yield other

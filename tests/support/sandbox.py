@@ -8,7 +8,6 @@ become StatefulSets, Services and Pods, and the pods stay Pending unless a `Node
 from __future__ import annotations
 
 import contextlib
-import os
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -33,17 +32,21 @@ class Stack:
     operator: OperatorProcess
 
 
+def install_crd(kubectl: Kubectl) -> None:
+    """The CRD as users install it, established before anything uses it."""
+    kubectl("apply", "-f", str(ROOT / "manifests" / "crd.yaml"))
+    kubectl("wait", "--for=condition=established", "--timeout=60s", "crd/tfjobs.tfjob.dev")
+
+
 @contextlib.contextmanager
 def stack(workdir: Path) -> Iterator[Stack]:
     """Control plane, CRD (applied with kubectl, as users do) and operator; all stopped after."""
     tools = ensure_tools()
     with ControlPlane(workdir / "plane", ensure_binaries()) as plane:
         kubectl = Kubectl(tools.kubectl, plane.kubeconfig)
-        kubectl("apply", "-f", str(ROOT / "manifests" / "crd.yaml"))
-        kubectl("wait", "--for=condition=established", "--timeout=60s", "crd/tfjobs.tfjob.dev")
+        install_crd(kubectl)
         api = kubernetes.config.new_client_from_config(config_file=str(plane.kubeconfig))
-        env = {**os.environ, "KUBECONFIG": str(plane.kubeconfig), "PYTHONUNBUFFERED": "1"}
-        operator = OperatorProcess(env, workdir / "operator.log")
+        operator = OperatorProcess(plane.kubeconfig, workdir / "operator.log")
         operator.start()
         try:
             yield Stack(plane, kubectl, api, operator)

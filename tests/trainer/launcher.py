@@ -3,7 +3,6 @@ would give it (built by the operator's own TF_CONFIG module), like pods of one j
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -17,7 +16,7 @@ import tensorflow as tf
 
 from tfjob_operator import tfconfig
 from tfjob_operator.api import ReplicaType
-from tfjob_trainer.common import RESULT_PREFIX
+from tfjob_operator.localrun import result_of
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,9 +42,9 @@ class Proc:
         return self.log.read_text(errors="replace")
 
     def result(self) -> dict:
-        lines = [ln for ln in self.output().splitlines() if ln.startswith(RESULT_PREFIX)]
-        assert lines, f"{self.name} printed no result line:\n{self.tail()}"
-        return json.loads(lines[-1][len(RESULT_PREFIX) :])
+        result = result_of(self.output())
+        assert result is not None, f"{self.name} printed no result line:\n{self.tail()}"
+        return result
 
     def tail(self, n: int = 40) -> str:
         return "\n".join(self.output().splitlines()[-n:])
