@@ -241,7 +241,13 @@ class NodeAgent:
         for name, pod in seen.items():
             run = self.pods.get(name)
             if run is None:
-                self.pods[name] = run = self._setup(pod, statefulsets)
+                try:
+                    run = self._setup(pod, statefulsets)
+                except kubernetes.client.ApiException as e:
+                    if e.status != 404:
+                        raise
+                    continue  # deleted since the list (scaled down): nothing made yet
+                self.pods[name] = run
                 self._launch(run)
                 self._report(run)
                 continue
