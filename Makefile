@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help venv setup demo test unit lint generate bench up e2e clean
+.PHONY: help venv setup demo test unit lint generate bench up e2e images cluster cluster-down clean
 
 help:
 	@echo "make demo   - train MNIST with manifests/examples/mnist-ps.yaml on this machine (tfjob run)"
@@ -14,6 +14,9 @@ help:
 	@echo "make generate - regenerate the CRD and RBAC manifests (manifests/, the chart)"
 	@echo "make bench  - benchmarks on the real control plane (the second one needs root)"
 	@echo "make e2e    - build both images and run them on a kind cluster (needs docker, kind, kubectl, helm)"
+	@echo "make images - build both images here with podman, on a local Debian base (root; cached)"
+	@echo "make cluster - a real one-node cluster here, the operator installed by helm (root; Ctrl-C ends)"
+	@echo "make cluster-down - remove what make cluster set up, even after a crash"
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -31,6 +34,7 @@ demo: venv
 	$(VENV)/bin/tfjob run manifests/examples/mnist-ps.yaml --workdir tfjob-runs/mnist-ps
 
 setup: venv
+	bash tests/support/host-packages.sh
 	$(PY) -m tests.support.controlplane build
 	$(PY) -m tests.support.tools
 
@@ -53,6 +57,15 @@ bench: setup
 
 e2e:
 	bash tests/e2e/kind.sh
+
+images: venv
+	$(PY) -m tests.support.images build
+
+cluster: setup
+	$(PY) -m tests.support.cluster up
+
+cluster-down: venv
+	$(PY) -m tests.support.cluster down
 
 up: setup
 	$(PY) -m tests.support.sandbox

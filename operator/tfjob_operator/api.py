@@ -10,7 +10,10 @@ from __future__ import annotations
 import enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from kubernetes.utils import parse_quantity
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+
+from . import podtemplate
 
 GROUP = "tfjob.dev"
 VERSION = "v1"
@@ -205,6 +208,12 @@ class TFJobSpec(_Model):
     checkpoint: CheckpointSpec | None = Field(
         None, description="A checkpoint volume mounted into every pod that trains."
     )
+    # Things the operator changed or will ignore in what the user wrote, for a Warning Event.
+    _warnings: list[str] = PrivateAttr(default_factory=list)
+
+    @property
+    def warnings(self) -> list[str]:
+        return self._warnings
 
     def replicas(self) -> dict[ReplicaType, ReplicaSpec]:
         """The replica specs keyed by type, in display order (call after validation)."""
@@ -220,7 +229,9 @@ class TFJobSpec(_Model):
 
 class JobCondition(_Model):
     type: str = Field(
-        ..., description="Created, Running, Restarting, Succeeded, Failed or Suspended."
+        ...,
+        description="Created, Running, Restarting, Succeeded, Failed, Suspended, or "
+        "ReconcileError (the operator keeps failing to reconcile the job).",
     )
     status: Literal["True", "False", "Unknown"] = Field(..., description="True, False or Unknown.")
     reason: str = Field("", description="A CamelCase reason.")
@@ -269,6 +280,11 @@ class TFJobStatus(_Model):
         default_factory=dict,
         description="Bookkeeping of container exits per pod, so none is counted twice.",
     )
+    observed_generation: int | None = Field(
+        None,
+        alias="observedGeneration",
+        description="The metadata.generation of the spec the operator has last seen.",
+    )
     waiting: dict[str, str] = Field(
         default_factory=dict,
         description="Pods that cannot start and why, e.g. ImagePullBackOff or Unschedulable "
@@ -305,6 +321,17 @@ def parse_spec(spec: dict[str, Any] | None) -> TFJobSpec:
     return parsed
 
 
+def _read_templates(spec: TFJobSpec) -> list[str]:
+    """Read every pod template with Kubernetes' rules; keep the normalized ones."""
+    problems: list[str] = []
+    for key, rs in spec.tf_replica_specs.items():
+        reading = podtemplate.read(rs.template, f"spec.tfReplicaSpecs.{key}.template")
+        problems.extend(reading.problems)
+        spec.warnings.extend(reading.warnings)
+        rs.template = reading.template
+    return problems
+
+
 def validate_semantics(spec: TFJobSpec) -> list[str]:
     """Rules a schema cannot express: replica mix, containers, GPU requests."""
     problems: list[str] = []
@@ -315,6 +342,9 @@ def validate_semantics(spec: TFJobSpec) -> list[str]:
             problems.append(
                 f"{path}.{key}: unknown replica type; valid types are {', '.join(sorted(known))}"
             )
+    template_problems = _read_templates(spec)
+    if template_problems:
+        return problems + template_problems
     replicas = spec.replicas()
     chiefs = [rt for rt in replicas if rt.is_chief_like]
     if len(chiefs) > 1:
@@ -324,26 +354,43 @@ def validate_semantics(spec: TFJobSpec) -> list[str]:
             problems.append(f"{path}.{rt.value}.replicas: at most 1 {rt.value}")
     if ReplicaType.EVALUATOR in replicas and replicas[ReplicaType.EVALUATOR].replicas > 1:
         problems.append(f"{path}.Evaluator.replicas: at most 1 Evaluator")
-    if not chiefs and ReplicaType.WORKER not in replicas:
-        problems.append(f"{path}: a job needs a Worker or a Chief")
-    if (
-        not chiefs
-        and ReplicaType.WORKER in replicas
-        and replicas[ReplicaType.WORKER].replicas < 1
-        and spec.success_policy != "AllWorkers"
-    ):
-        problems.append(
-            f"{path}.Worker.replicas: with no Chief, worker 0 decides success; use at least 1"
-        )
-    if spec.success_policy == "AllWorkers" and ReplicaType.WORKER not in replicas:
-        problems.append("spec.successPolicy: AllWorkers needs Worker replicas")
+    problems.extend(_can_finish(spec))
     for rt, rs in replicas.items():
         problems.extend(_validate_template(f"{path}.{rt.value}.template", rs.template))
     return problems
 
 
+def _can_finish(spec: TFJobSpec) -> list[str]:
+    """A job whose success nobody can decide would say Running forever: refuse it."""
+    path = "spec.tfReplicaSpecs"
+    replicas = spec.replicas()
+    count = {rt: rs.replicas for rt, rs in replicas.items()}
+    chiefs = [rt for rt in replicas if rt.is_chief_like]
+    workers = count.get(ReplicaType.WORKER)
+    if spec.success_policy == "AllWorkers":
+        if not workers:
+            return [
+                "spec.successPolicy: AllWorkers waits for every worker to exit 0, and this job "
+                f"has no workers; set {path}.Worker.replicas to at least 1, or drop successPolicy"
+            ]
+        return []
+    if any(count[rt] >= 1 for rt in chiefs):
+        return []
+    if not chiefs and workers is None:
+        return [f"{path}: a job needs a Worker or a Chief"]
+    idle = "".join(f"{rt.value} has 0 replicas, so " for rt in chiefs)
+    if not workers:
+        return [
+            f"{path}: {idle}worker 0 decides success, and this job has no workers: it could "
+            "never finish; give the Chief (or Master) 1 replica, or add Worker replicas"
+        ]
+    return []
+
+
 def _validate_template(path: str, template: dict[str, Any]) -> list[str]:
-    containers = (template.get("spec") or {}).get("containers") or []
+    """What Kubernetes would only refuse pod by pod (FailedCreate), said up front."""
+    spec = template.get("spec") or {}
+    containers = spec.get("containers") or []
     if not containers:
         return [f"{path}.spec.containers: at least one container is required"]
     problems: list[str] = []
@@ -352,16 +399,40 @@ def _validate_template(path: str, template: dict[str, Any]) -> list[str]:
             f"{path}.spec.containers: with several containers, name the TensorFlow one "
             f"'{DEFAULT_CONTAINER_NAME}'"
         )
-    for i, c in enumerate(containers):
-        resources = c.get("resources") or {}
-        requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
-        for res, qty in requests.items():
-            if _is_extended_resource(res) and str(limits.get(res)) != str(qty):
+    volumes = {v.get("name") for v in spec.get("volumes") or []}
+    for kind in ("initContainers", "containers"):
+        for i, c in enumerate(spec.get(kind) or []):
+            where = f"{path}.spec.{kind}[{i}]"
+            if not c.get("image"):
+                problems.append(f"{where}.image: required; name the container image to run")
+            for j, m in enumerate(c.get("volumeMounts") or []):
+                if m.get("name") not in volumes:
+                    problems.append(
+                        f"{where}.volumeMounts[{j}]: mounts volume '{m.get('name')}', which "
+                        f"{path}.spec.volumes does not define"
+                    )
+            problems.extend(_check_resources(where, c.get("resources") or {}))
+    return problems
+
+
+def _check_resources(where: str, resources: dict[str, Any]) -> list[str]:
+    """Extended resources (GPUs) are whole numbers, and their request equals their limit."""
+    problems: list[str] = []
+    requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+    for kind, quantities in (("limits", limits), ("requests", requests)):
+        for res, qty in quantities.items():
+            if _is_extended_resource(res) and parse_quantity(qty) % 1 != 0:
                 problems.append(
-                    f"{path}.spec.containers[{i}].resources: {res} request ({qty}) must equal "
-                    f"its limit ({limits.get(res, 'unset')}); extended resources such as GPUs "
-                    "cannot be overcommitted"
+                    f"{where}.resources.{kind}['{res}']: {qty} is not a whole number; "
+                    f"{res} cannot be shared, ask for whole devices"
                 )
+    for res, qty in requests.items():
+        if _is_extended_resource(res) and str(limits.get(res)) != str(qty):
+            problems.append(
+                f"{where}.resources: {res} request ({qty}) must equal "
+                f"its limit ({limits.get(res, 'unset')}); extended resources such as GPUs "
+                "cannot be overcommitted"
+            )
     return problems
 
 

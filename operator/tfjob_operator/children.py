@@ -77,6 +77,49 @@ def replica_port(template: dict[str, Any]) -> int:
     return DEFAULT_PORT
 
 
+def _is_default_port(port: dict[str, Any]) -> bool:
+    """A user's own port 2222/TCP is TensorFlow's, whatever its name: reused, not doubled."""
+    return port.get("containerPort") == DEFAULT_PORT and port.get("protocol", "TCP") == "TCP"
+
+
+def check_additions(spec: TFJobSpec) -> tuple[list[str], list[str]]:
+    """(problems, warnings) where what the operator adds meets what the user wrote.
+
+    The operator's env (TF_CONFIG, ...) replaces the user's, with a warning. The checkpoint
+    volume's name and mount path are the operator's: a user volume or mount there is refused,
+    because either one would silently lose the other.
+    """
+    problems: list[str] = []
+    warnings: list[str] = []
+    for rt, rs in spec.replicas().items():
+        path = f"spec.tfReplicaSpecs.{rt.value}.template.spec"
+        i = tensorflow_container_index(rs.template)
+        container = rs.template["spec"]["containers"][i]
+        for j, e in enumerate(container.get("env") or []):
+            if e.get("name") in OPERATOR_ENV:
+                warnings.append(
+                    f"{path}.containers[{i}].env[{j}]: {e['name']} is set by the operator; "
+                    "the value given here is replaced"
+                )
+        if spec.checkpoint is None or rt is ReplicaType.PS:
+            continue
+        mount = spec.checkpoint.mount_path.rstrip("/") or "/"
+        for j, m in enumerate(container.get("volumeMounts") or []):
+            if (m.get("mountPath") or "").rstrip("/") == mount:
+                problems.append(
+                    f"{path}.containers[{i}].volumeMounts[{j}]: {mount} is where the checkpoint "
+                    "volume goes (spec.checkpoint.mountPath); mount this volume elsewhere, or "
+                    "set another spec.checkpoint.mountPath"
+                )
+        for j, v in enumerate(rs.template["spec"].get("volumes") or []):
+            if v.get("name") == naming.CHECKPOINT_VOLUME:
+                problems.append(
+                    f"{path}.volumes[{j}]: the name {naming.CHECKPOINT_VOLUME} is the "
+                    "operator's checkpoint volume; rename this volume"
+                )
+    return problems, warnings
+
+
 def replica_ports(spec: TFJobSpec) -> dict[ReplicaType, int]:
     return {rt: replica_port(rs.template) for rt, rs in spec.replicas().items()}
 
@@ -149,7 +192,7 @@ def pod_template(
     container["env"] = _operator_env(job, rt, tf_config, mount_path) + user_env
 
     ports = container.setdefault("ports", [])
-    if not any(p.get("name") == DEFAULT_PORT_NAME for p in ports):
+    if not any(p.get("name") == DEFAULT_PORT_NAME or _is_default_port(p) for p in ports):
         ports.append({"name": DEFAULT_PORT_NAME, "containerPort": DEFAULT_PORT, "protocol": "TCP"})
 
     if checkpoint is not None:

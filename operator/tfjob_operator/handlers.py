@@ -15,9 +15,10 @@ from typing import Any
 
 import kopf
 
-from . import metrics, naming
+from . import metrics, naming, podtemplate
 from .api import GROUP, PLURAL, VERSION
 from .kube import Kube, configure_client, uses_kubeconfig
+from .owned import observe_statefulset
 from .pods import observe
 from .reconcile import Reconciler
 from .workqueue import WorkQueue
@@ -40,6 +41,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     configure_client()
     if memo.config.metrics_port:
         metrics.serve(memo.config.metrics_port)
+    podtemplate.definitions()  # load Kubernetes' schema now, not in the first reconcile
     memo.reconciler = Reconciler(Kube(), memo.config.cluster_domain)
     memo.queue = WorkQueue(memo.reconciler)
 
@@ -69,17 +71,24 @@ def tfjob_pods(body: kopf.Body, namespace: str, labels: kopf.Labels, **_: Any) -
     return {(namespace, job): obs} if obs is not None and job else None
 
 
-def _wake(memo: kopf.Memo, key: tuple[str, str], jobs: Any, pods: Any) -> None:
+@kopf.index("apps", "v1", "statefulsets", labels=OURS)
+def tfjob_statefulsets(body: kopf.Body, namespace: str, labels: kopf.Labels, **_: Any) -> Any:
+    obs = observe_statefulset(dict(body))
+    job = labels.get(naming.LABEL_JOB_NAME)
+    return {(namespace, job): obs} if obs is not None and job else None
+
+
+def _wake(memo: kopf.Memo, key: tuple[str, str], kwargs: dict[str, Any]) -> None:
     reconciler: Reconciler = memo.reconciler
-    reconciler.jobs, reconciler.pods = jobs, pods  # kopf's live indexes
+    # kopf's live indexes
+    reconciler.jobs, reconciler.pods = kwargs["tfjobs"], kwargs["tfjob_pods"]
+    reconciler.statefulsets = kwargs["tfjob_statefulsets"]
     memo.queue.schedule(key)
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
-async def job_event(
-    namespace: str, name: str, memo: kopf.Memo, tfjobs: Any, tfjob_pods: Any, **_: Any
-) -> None:
-    _wake(memo, (namespace, name), tfjobs, tfjob_pods)
+async def job_event(namespace: str, name: str, memo: kopf.Memo, **kwargs: Any) -> None:
+    _wake(memo, (namespace, name), kwargs)
 
 
 async def owned_event(
@@ -88,9 +97,7 @@ async def owned_event(
     labels: kopf.Labels,
     resource: kopf.Resource,
     memo: kopf.Memo,
-    tfjobs: Any,
-    tfjob_pods: Any,
-    **_: Any,
+    **kwargs: Any,
 ) -> None:
     """Pods wake their job; a child deleted by someone else is recreated on that wake-up."""
     job = labels.get(naming.LABEL_JOB_NAME)
@@ -98,7 +105,7 @@ async def owned_event(
         return
     if type == "DELETED" and resource.plural != "pods":
         memo.reconciler.forget_children((namespace, job))
-    _wake(memo, (namespace, job), tfjobs, tfjob_pods)
+    _wake(memo, (namespace, job), kwargs)
 
 
 # What the operator watches besides TFJobs: everything it owns. (RBAC: list and watch.)

@@ -20,12 +20,16 @@ from .api import GROUP, PLURAL, VERSION
 WRITES = {
     ("", "services", "create"),
     ("", "services", "patch"),  # server-side apply may create
+    ("", "services", "delete"),  # a replica type removed from the spec
     ("apps", "statefulsets", "create"),
     ("apps", "statefulsets", "patch"),
+    ("apps", "statefulsets", "delete"),
     ("", "persistentvolumeclaims", "create"),
     (GROUP, f"{PLURAL}/status", "patch"),
     (GROUP, PLURAL, "delete"),
 }
+# Reads besides the watches: a StatefulSet's FailedCreate events, only while it lacks pods.
+READS = {("", "events", "list")}
 APPLY = "application/apply-patch+yaml"
 MERGE = "application/merge-patch+json"
 
@@ -57,38 +61,65 @@ class Kube:
         }
 
     def apply(self, manifest: dict[str, Any]) -> None:
-        """Server-side apply one child; creates it when missing.
-
-        The response is not turned into client models: we do not need it, and that saves CPU.
-        """
+        """Server-side apply one child; creates it when missing."""
         meta = manifest["metadata"]
         if manifest["kind"] == "PersistentVolumeClaim":
             self._create_claim(manifest)
             return
-        response = self._apply[manifest["kind"]](
+        _send(
+            self._apply[manifest["kind"]],
             meta["name"],
             meta["namespace"],
             manifest,
             field_manager=naming.FIELD_MANAGER,
             force=True,
             _content_type=APPLY,
-            _preload_content=False,
         )
-        response.data  # noqa: B018  (read it, so the connection goes back to the pool)
 
     def _create_claim(self, manifest: dict[str, Any]) -> None:
         """Claims are created once and never changed: their spec is immutable once bound."""
-        try:
-            response = self.core.create_namespaced_persistent_volume_claim(
-                manifest["metadata"]["namespace"],
-                manifest,
-                field_manager=naming.FIELD_MANAGER,
-                _preload_content=False,
-            )
-            response.data  # noqa: B018
-        except kubernetes.client.ApiException as e:
-            if e.status != 409:
-                raise
+        _send(
+            self.core.create_namespaced_persistent_volume_claim,
+            manifest["metadata"]["namespace"],
+            manifest,
+            field_manager=naming.FIELD_MANAGER,
+            unless=409,
+        )
+
+    def scale_to_zero(self, namespace: str, name: str) -> None:
+        """Scale a StatefulSet to 0 without restating its spec (which may be invalid now)."""
+        _send(
+            self.apps.patch_namespaced_stateful_set,
+            name,
+            namespace,
+            {"spec": {"replicas": 0}},
+            field_manager=naming.FIELD_MANAGER,
+            _content_type=MERGE,
+            unless=404,
+        )
+
+    def delete_child(self, kind: str, namespace: str, name: str) -> None:
+        delete = {
+            "StatefulSet": self.apps.delete_namespaced_stateful_set,
+            "Service": self.core.delete_namespaced_service,
+        }[kind]
+        _send(delete, name, namespace, propagation_policy="Background", unless=404)
+
+    def failed_create(self, namespace: str, statefulset: str, uid: str) -> str | None:
+        """The newest FailedCreate message of one StatefulSet: why it cannot make its pods."""
+        selector = ",".join(
+            [
+                "involvedObject.kind=StatefulSet",
+                f"involvedObject.name={statefulset}",
+                f"involvedObject.uid={uid}",
+                "reason=FailedCreate",
+            ]
+        )
+        events = self.core.list_namespaced_event(namespace, field_selector=selector).items
+        if not events:
+            return None
+        newest = max(events, key=lambda e: e.last_timestamp or e.metadata.creation_timestamp)
+        return newest.message
 
     def patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         """Merge-patch the status subresource; return the object as stored."""
@@ -105,3 +136,14 @@ class Kube:
         except kubernetes.client.ApiException as e:
             if e.status != 404:
                 raise
+
+
+def _send(call: Callable[..., Any], *args: Any, unless: int | None = None, **kwargs: Any) -> None:
+    """One write whose response we do not need: it is read raw (no client models, which saves
+    CPU) so the connection goes back to the pool. An error of status `unless` means done."""
+    try:
+        response = call(*args, _preload_content=False, **kwargs)
+        response.data  # noqa: B018
+    except kubernetes.client.ApiException as e:
+        if e.status != unless:
+            raise

@@ -9,10 +9,12 @@ report pods the same way.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
+
+from pydantic import ValidationError
 
 from . import naming
 from . import status as st
@@ -20,39 +22,93 @@ from .api import (
     CleanPodPolicy,
     ReplicaType,
     RestartPolicy,
+    RunPolicy,
     SpecError,
     TFJobSpec,
     parse_spec,
 )
-from .children import JobRef, Manifest, desired_children
-from .pods import Exit, PodObservation
+from .children import JobRef, Manifest, check_additions, desired_children
+from .owned import StatefulSetObservation
+from .pods import Exit, PodObservation, Stuck
+
+# The marker of a spec that broke the operator's own code: a bug to report, never a loop.
+INTERNAL_ERROR = "internal error"
+FINAL = (
+    "A failed TFJob stays failed: fix the spec, then delete and re-create the TFJob "
+    "(kubectl replace --force -f FILE)."
+)
 
 
 @dataclass(frozen=True)
 class JobView:
-    """A TFJob as read from the API: identity, parsed spec (or its problems), stored status."""
+    """A TFJob as read from the API: identity, parsed spec (or its problems), stored status.
+
+    `run_policy` is read on its own, so that a job whose spec is invalid still honours its
+    cleanPodPolicy and ttlSecondsAfterFinished. `warnings` are what the operator changed in
+    the spec as written (a replaced TF_CONFIG, a folded duplicate env entry).
+    """
 
     ref: JobRef
     spec: TFJobSpec | None
     problems: tuple[str, ...]
     status: st.Status
+    generation: int | None = None
+    warnings: tuple[str, ...] = ()
+    run_policy: RunPolicy = field(default_factory=RunPolicy)
 
     @classmethod
     def from_body(cls, body: dict[str, Any]) -> JobView:
         meta = body.get("metadata") or {}
         ref = JobRef(meta.get("name", ""), meta.get("namespace", ""), meta.get("uid", ""))
-        spec: TFJobSpec | None = None
-        try:
-            spec = parse_spec(body.get("spec"))
-            problems = naming.check_job_name(ref.name, spec.replicas())
-        except SpecError as e:
-            problems = e.problems
+        spec, problems, warnings = read_spec(ref, body.get("spec"))
         return cls(
             ref,
-            spec if not problems else None,
-            tuple(problems),
+            spec,
+            problems,
             copy.deepcopy(dict(body.get("status") or {})),
+            meta.get("generation"),
+            warnings,
+            spec.run_policy if spec is not None else lenient_run_policy(body.get("spec")),
         )
+
+    def refused(self, problem: str) -> JobView:
+        """The same job, judged invalid: Kubernetes refused what its spec makes."""
+        return replace(self, spec=None, problems=(problem,), warnings=())
+
+    def with_status(self, status: st.Status) -> JobView:
+        return replace(self, status=status)
+
+
+def read_spec(ref: JobRef, raw: Any) -> tuple[TFJobSpec | None, tuple[str, ...], tuple[str, ...]]:
+    """(spec, problems, warnings): a spec, or the problems that make it invalid.
+
+    Whatever the spec holds, this returns: a spec that makes the operator's own code fail is
+    invalid too, with a message that says so, instead of an exception in every reconcile.
+    """
+    try:
+        spec = parse_spec(raw if isinstance(raw, dict) else None)
+        problems = naming.check_job_name(ref.name, spec.replicas())
+        added_problems, added_warnings = check_additions(spec)
+        problems += added_problems
+        if not problems:
+            desired_children(ref, spec, "cluster.local")  # every builder can read it
+    except SpecError as e:
+        return None, tuple(e.problems), ()
+    except Exception as e:
+        detail = f"{type(e).__name__}: {e}"[:200]
+        return None, (f"{INTERNAL_ERROR} while reading the spec ({detail}); please report it",), ()
+    if problems:
+        return None, tuple(problems), ()
+    return spec, (), (*spec.warnings, *added_warnings)
+
+
+def lenient_run_policy(raw: Any) -> RunPolicy:
+    """The run policy of a spec that may be invalid elsewhere; defaults where it is not."""
+    policy = raw.get("runPolicy") if isinstance(raw, dict) else None
+    try:
+        return RunPolicy.model_validate(policy or {})
+    except ValidationError:
+        return RunPolicy()
 
 
 @dataclass
@@ -61,6 +117,11 @@ class Decision:
 
     status: st.Status
     children: list[Manifest] = field(default_factory=list)
+    # Owned objects to delete (kind, name): the StatefulSet and Service of a replica type that
+    # left the spec.
+    delete_children: list[tuple[str, str]] = field(default_factory=list)
+    # StatefulSets to scale to 0: a finished job's, read from what exists (its spec may be bad).
+    scale_down: list[str] = field(default_factory=list)
     events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message)
     delete_job: bool = False
     requeue_after: float | None = None
@@ -115,8 +176,7 @@ def _account_exits(
         if fresh <= 0:
             ledger[pod.name] = entry
             continue
-        # Exits that happened while nobody watched are gone from the pod; count what it shows.
-        for ex in pod.known_exits()[-fresh:]:
+        for ex in _fresh_exits(pod, fresh):
             if ex.code == 0:
                 entry = {**entry, "succeeded": True}
             elif is_retryable(replicas[pod.replica_type].restart_policy, ex.code):
@@ -130,6 +190,20 @@ def _account_exits(
     for name in [n for n in ledger if n not in live]:
         del ledger[name]
     return fatal, retryable
+
+
+def _fresh_exits(pod: PodObservation, fresh: int) -> list[Exit]:
+    """The `fresh` exits not counted yet, oldest first.
+
+    A pod shows at most its two newest exits. Older ones happened while nobody watched (the
+    operator was down); `restartCount` still counts them, and each is taken to have ended as
+    the oldest exit the pod still shows.
+    """
+    known = pod.known_exits()
+    missed = fresh - len(known)
+    if missed <= 0:
+        return known[-fresh:]
+    return [known[0]] * missed + known if known else []
 
 
 def _has_succeeded(status: st.Status, spec: TFJobSpec, job: str) -> bool:
@@ -157,6 +231,8 @@ def _replica_counts(
     status: st.Status, pods: list[PodObservation], spec: TFJobSpec, frozen: bool
 ) -> None:
     old = status.get("replicaStatuses") or {}
+    if frozen and not old:
+        return  # finished before anything was counted (an invalid spec): the status is final
     counts: dict[str, Any] = {}
     for rt in spec.replicas():
         prev = old.get(rt.value) or {}
@@ -179,30 +255,78 @@ def _replica_counts(
 
 
 def decide(
-    job: JobView, observed: Iterable[PodObservation], now: datetime, cluster_domain: str
+    job: JobView,
+    observed: Iterable[PodObservation],
+    now: datetime,
+    cluster_domain: str,
+    *,
+    statefulsets: Sequence[StatefulSetObservation] = (),
+    create_failures: Mapping[str, str] | None = None,
+    error: str | None = None,
 ) -> Decision:
-    """Compute the job's next status, its children and the side effects, from what is seen."""
+    """Compute the job's next status, its children and the side effects, from what is seen.
+
+    `statefulsets` are the owned ones that exist; `create_failures` the latest FailedCreate
+    message of each StatefulSet that lacks pods; `error` a reconcile failure that persists.
+    """
     prior = job.status
     status = copy.deepcopy(prior)
     name = f"{job.ref.namespace}/{job.ref.name}"
+    was_finished = st.is_finished(status)
     st.set_condition(
         status, st.Cond.CREATED, True, st.Reason.CREATED, f"TFJob {name} is created.", now
     )
+    _reconcile_error(status, error, name, now)
+    news = _generation_news(job, status, was_finished, name)
 
     if job.spec is None:
-        if not st.is_finished(status):
+        if not was_finished:
             st.set_condition(
                 status,
                 st.Cond.FAILED,
                 True,
                 st.Reason.INVALID_SPEC,
-                "Invalid TFJob: " + "; ".join(job.problems),
+                "Invalid TFJob: " + "; ".join(job.problems) + ". " + FINAL,
                 now,
             )
             status.setdefault("completionTime", st.timestamp(now))
-        return _finish(prior, status)
+        status.pop("waiting", None)
+        decision = _finish(prior, status)
+    else:
+        decision = _decide_valid(
+            job, status, observed, now, cluster_domain, statefulsets, create_failures or {}
+        )
+    decision.events = news + decision.events
+    finished = st.is_finished(status)
+    policy = job.run_policy
+    if finished and policy.clean_pod_policy is not CleanPodPolicy.NONE:
+        decision.scale_down = [s.name for s in statefulsets if s.replicas > 0]
+    requeue = [decision.requeue_after] if decision.requeue_after is not None else []
+    if finished and policy.ttl_seconds_after_finished is not None:
+        done_at = st.parse_timestamp(status.get("completionTime")) or now
+        left = done_at + timedelta(seconds=policy.ttl_seconds_after_finished) - now
+        if left.total_seconds() <= 0:
+            decision.delete_job = True
+        else:
+            requeue.append(left.total_seconds())
+    decision.requeue_after = min(requeue) if requeue else None
+    return decision
 
-    spec, policy = job.spec, job.spec.run_policy
+
+def _decide_valid(
+    job: JobView,
+    status: st.Status,
+    observed: Iterable[PodObservation],
+    now: datetime,
+    cluster_domain: str,
+    statefulsets: Sequence[StatefulSetObservation],
+    create_failures: Mapping[str, str],
+) -> Decision:
+    """The lifecycle of a job whose spec is valid: pods -> status, and its children."""
+    spec, prior = job.spec, job.status
+    assert spec is not None
+    policy, name = spec.run_policy, f"{job.ref.namespace}/{job.ref.name}"
+    was_finished = st.is_finished(prior)
     replicas = spec.replicas()
     pods = sorted(
         (
@@ -212,7 +336,6 @@ def decide(
         ),
         key=lambda p: (p.replica_type.value, p.index),
     )
-    was_finished = st.is_finished(status)
     requeue: list[float] = []
 
     if not was_finished:
@@ -244,23 +367,85 @@ def decide(
     if finished:
         status.setdefault("completionTime", st.timestamp(now))
     _replica_counts(status, pods, spec, frozen=was_finished)
-    _waiting(status, pods, finished)
+    suspended = policy.suspend and not finished
+    missing = {} if suspended else _missing_pods(job.ref.name, spec, pods, create_failures)
+    _waiting(status, pods, missing, finished)
 
     decision = _finish(prior, status)
     decision.events += _waiting_events(prior, status)
-    scaled_down = (policy.suspend and not finished) or (
-        finished and policy.clean_pod_policy is not CleanPodPolicy.NONE
-    )
-    decision.children = desired_children(job.ref, spec, cluster_domain, scaled_down=scaled_down)
-    if finished and policy.ttl_seconds_after_finished is not None:
-        done_at = st.parse_timestamp(status.get("completionTime")) or now
-        left = done_at + timedelta(seconds=policy.ttl_seconds_after_finished) - now
-        if left.total_seconds() <= 0:
-            decision.delete_job = True
-        else:
-            requeue.append(left.total_seconds())
+    if not finished:
+        decision.children = desired_children(job.ref, spec, cluster_domain, scaled_down=suspended)
+        wanted = {c["metadata"]["name"] for c in decision.children}
+        decision.delete_children = [
+            (kind, s.name)
+            for s in statefulsets
+            if s.name not in wanted
+            for kind in ("StatefulSet", "Service")
+        ]
     decision.requeue_after = min(requeue) if requeue else None
     return decision
+
+
+def _reconcile_error(status: st.Status, error: str | None, name: str, now: datetime) -> None:
+    """A reconcile failure that persists is a condition; it turns False once one succeeds."""
+    if error is not None:
+        st.set_condition(
+            status,
+            st.Cond.RECONCILE_ERROR,
+            True,
+            st.Reason.RECONCILE_ERROR,
+            f"The operator cannot reconcile TFJob {name}: {error}",
+            now,
+        )
+    elif st.is_true(status, st.Cond.RECONCILE_ERROR):
+        st.set_condition(
+            status,
+            st.Cond.RECONCILE_ERROR,
+            False,
+            st.Reason.RECONCILED,
+            f"TFJob {name} is reconciled again.",
+            now,
+        )
+
+
+def _generation_news(
+    job: JobView, status: st.Status, was_finished: bool, name: str
+) -> list[tuple[str, str, str]]:
+    """Events owed once per spec generation: what the operator changed in the spec as
+    written, or, for a job that has finished, that the edit is not applied."""
+    if job.generation is None or status.get("observedGeneration") == job.generation:
+        return []
+    first = "observedGeneration" not in status
+    status["observedGeneration"] = job.generation
+    if was_finished and not first:
+        return [
+            (
+                "Warning",
+                st.Reason.SPEC_IGNORED,
+                f"TFJob {name} has finished ({st.state(status)}); changes to its spec are not "
+                "applied. Delete and re-create the TFJob to run the new spec.",
+            )
+        ]
+    if was_finished:
+        return []
+    return [("Warning", st.Reason.SPEC_ADJUSTED, w) for w in job.warnings]
+
+
+def _missing_pods(
+    job: str, spec: TFJobSpec, pods: list[PodObservation], create_failures: Mapping[str, str]
+) -> dict[str, Stuck]:
+    """Pods a StatefulSet could not create, with Kubernetes' reason (FailedCreate)."""
+    present = {p.name for p in pods}
+    missing: dict[str, Stuck] = {}
+    for rt, rs in spec.replicas().items():
+        message = create_failures.get(naming.replica_name(job, rt))
+        if message is None:
+            continue
+        for i in range(rs.replicas):
+            pod = naming.pod_name(job, rt, i)
+            if pod not in present:
+                missing[pod] = Stuck("FailedCreate", message)
+    return missing
 
 
 def _advance(
@@ -371,10 +556,14 @@ def _advance(
                 )
 
 
-def _waiting(status: st.Status, pods: list[PodObservation], finished: bool) -> None:
-    """Pods that cannot start, and why: a job stuck on a bad image or an unschedulable GPU
-    request says so in its own status instead of staying Created in silence."""
-    waiting = {} if finished else {p.name: p.stuck.describe() for p in pods if p.stuck}
+def _waiting(
+    status: st.Status, pods: list[PodObservation], missing: dict[str, Stuck], finished: bool
+) -> None:
+    """Pods that cannot start, and why: a job stuck on a bad image, an unschedulable GPU
+    request or a pod Kubernetes refuses to create says so in its own status instead of staying
+    Created in silence."""
+    stuck = {p.name: p.stuck for p in pods if p.stuck} | missing
+    waiting = {} if finished else {pod: why.describe() for pod, why in sorted(stuck.items())}
     if waiting:
         status["waiting"] = waiting
     else:

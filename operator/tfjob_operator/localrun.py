@@ -30,7 +30,6 @@ from .children import (
     ENV_JOB_NAME,
     ENV_REPLICA_TYPE,
     OPERATOR_ENV,
-    checkpoint_mount,
     tensorflow_container_index,
 )
 from .lifecycle import JobView, decide
@@ -151,7 +150,9 @@ class Runner:
                     ENV_REPLICA_TYPE: rt.task_type,
                     "PYTHONUNBUFFERED": "1",
                 }
-                if checkpoint_mount(job, spec, rt) is not None:
+                if rt is not ReplicaType.PS:
+                    # Always, also with no `checkpoint:` section (Kubeflow manifests have none):
+                    # here a directory costs nothing, and without one nothing could resume.
                     env[ENV_CHECKPOINT_DIR] = str(checkpoints)
                 argv = command + [str(a) for a in container.get("args") or []]
                 self.tasks.append(Task(rt, i, argv, env))
@@ -186,9 +187,8 @@ class Runner:
                     task.proc.returncode, "Completed" if task.proc.returncode == 0 else "Error"
                 )
                 task.restart_at = now + min(10.0, 2.0**task.restarts)
-        view = JobView(self.view.ref, self.view.spec, self.view.problems, self.status)
         decision = decide(
-            view,
+            self.view.with_status(self.status),
             [t.observation(self.view.ref.name) for t in self.tasks],
             datetime.now(UTC),
             "local",
@@ -220,6 +220,8 @@ class Runner:
         if self.view.spec is None:
             self.say("tfjob: invalid TFJob: " + "; ".join(self.view.problems))
             return 2
+        for warning in self.view.warnings:
+            self.say(f"[tfjob] warning: {warning}")
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.plan()
         for task in self.tasks:

@@ -20,13 +20,18 @@ RULES: list[dict[str, Any]] = [
     # Children carry blockOwnerDeletion, which needs this where the
     # OwnerReferencesPermissionEnforcement admission plugin is on.
     {"apiGroups": [GROUP], "resources": [f"{PLURAL}/finalizers"], "verbs": ["update"]},
-    # Server-side apply (a patch that may create).
-    {"apiGroups": ["apps"], "resources": ["statefulsets"], "verbs": [*WATCH, "create", "patch"]},
-    {"apiGroups": [""], "resources": ["services"], "verbs": [*WATCH, "create", "patch"]},
+    # Server-side apply (a patch that may create); delete for a replica type the spec dropped.
+    {
+        "apiGroups": ["apps"],
+        "resources": ["statefulsets"],
+        "verbs": [*WATCH, "create", "patch", "delete"],
+    },
+    {"apiGroups": [""], "resources": ["services"], "verbs": [*WATCH, "create", "patch", "delete"]},
     # Checkpoint claims are created once, never changed.
     {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": [*WATCH, "create"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": WATCH},
-    {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+    # Events: ours to write; a StatefulSet's FailedCreate to read while it lacks pods.
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "list"]},
     # kopf: discovers the CRD, and follows namespaces when --namespace has a glob.
     {
         "apiGroups": ["apiextensions.k8s.io"],

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -17,16 +18,46 @@ from typing import Any
 
 import kopf
 import kubernetes
+import urllib3
 
 from . import metrics
 from .kube import Kube
-from .lifecycle import JobView, decide
+from .lifecycle import Decision, JobView, decide
+from .owned import StatefulSetObservation, lacking
 from .pods import PodObservation
 from .workqueue import RetryableError
 
 log = logging.getLogger(__name__)
 
 JobKey = tuple[str, str]  # (namespace, name)
+
+# A failure that lasts this many attempts, or this long, goes into the job's status.
+PERSISTENT_ATTEMPTS = 5
+PERSISTENT_SECONDS = 30.0
+# A StatefulSet that still lacks pods after the grace period is looked at for FailedCreate
+# events, and again this often while it lacks them.
+CREATE_GRACE_SECONDS = 10.0
+CREATE_CHECK_SECONDS = 10.0
+# Server errors that no retry can heal: the spec makes something Kubernetes will not take.
+TERMINAL_STATUSES = {400, 413, 422}
+TERMINAL_MESSAGES = ("failed to create typed patch object", "request is too large")
+# Failures of the API or the network, whose message says it all: no traceback in the log.
+RETRYABLE = (kubernetes.client.ApiException, urllib3.exceptions.HTTPError, OSError)
+
+
+def is_terminal(e: kubernetes.client.ApiException) -> bool:
+    """A refusal that only a spec change can heal (a 4xx, a typed-patch 500, too large)."""
+    message = _api_message(e)
+    return e.status in TERMINAL_STATUSES or any(m in message for m in TERMINAL_MESSAGES)
+
+
+@dataclass
+class _Failing:
+    """A job whose reconciles keep failing: since when, how often, and whether it is said."""
+
+    since: float
+    attempts: int = 0
+    reported: bool = False
 
 
 @dataclass
@@ -35,13 +66,19 @@ class Reconciler:
     cluster_domain: str
     jobs: Mapping[JobKey, Any] = field(default_factory=dict)  # kopf index: key -> [body]
     pods: Mapping[JobKey, Any] = field(default_factory=dict)  # kopf index: key -> [observation]
+    statefulsets: Mapping[JobKey, Any] = field(default_factory=dict)  # kopf index: key -> [obs]
     # What we last applied per job, so unchanged children are not re-sent on every pod event.
     _applied: dict[JobKey, str] = field(default_factory=dict)
     # Our last status write per job: (resourceVersion it was based on, object it produced).
     # Until the watch delivers our own write, the index still holds the older object.
     _written: dict[JobKey, tuple[str, dict[str, Any]]] = field(default_factory=dict)
-    # Specs whose children Kubernetes refused, by generation: judged invalid until they change.
-    _refused: dict[JobKey, tuple[Any, str]] = field(default_factory=dict)
+    # Parsed specs by job, for the generation they were read from (parsing is not free).
+    _views: dict[JobKey, tuple[tuple[Any, ...], JobView]] = field(default_factory=dict)
+    _failing: dict[JobKey, _Failing] = field(default_factory=dict)
+    # Jobs whose StatefulSets lack pods: (since when, FailedCreate messages, last looked at).
+    _create_checked: dict[JobKey, tuple[float, dict[str, str], float | None]] = field(
+        default_factory=dict
+    )
 
     def forget_children(self, key: JobKey) -> None:
         """A child was deleted behind our back: apply everything again next time."""
@@ -50,7 +87,13 @@ class Reconciler:
     def _current_body(self, key: JobKey) -> dict[str, Any] | None:
         bodies = list(self.jobs.get(key, []))
         if not bodies:
-            for cache in (self._applied, self._written, self._refused):
+            for cache in (
+                self._applied,
+                self._written,
+                self._views,
+                self._failing,
+                self._create_checked,
+            ):
                 cache.pop(key, None)
             return None
         body = bodies[0]
@@ -62,50 +105,113 @@ class Reconciler:
             del self._written[key]
         return body
 
+    def _view(self, key: JobKey, body: dict[str, Any]) -> JobView:
+        """The job's view; the spec is parsed again only when its generation changes."""
+        meta = body["metadata"]
+        stamp = (meta.get("uid"), meta.get("generation"), meta.get("name"))
+        cached = self._views.get(key)
+        if cached is not None and cached[0] == stamp and meta.get("generation") is not None:
+            return cached[1].with_status(dict(body.get("status") or {}))
+        view = JobView.from_body(body)
+        self._views[key] = (stamp, view)
+        return view
+
     async def __call__(self, key: JobKey) -> float | None:
         with metrics.RECONCILE_SECONDS.time():
             try:
                 delay = await self._reconcile(key)
-            except kubernetes.client.ApiException as e:
-                message = _api_message(e)
-                if e.status == 403 and "being terminated" in message:
+            except Exception as e:
+                metrics.RECONCILES.labels("error").inc()
+                message = (
+                    f"{e.status} {e.reason}: {_api_message(e)}"
+                    if isinstance(e, kubernetes.client.ApiException)
+                    else f"{type(e).__name__}: {e}"
+                )
+                if isinstance(e, kubernetes.client.ApiException) and _namespace_going(e):
                     log.debug("%s/%s: namespace is being deleted; nothing to do", *key)
                     return None
-                metrics.RECONCILES.labels("error").inc()
-                raise RetryableError(f"{e.status} {e.reason}: {message}") from None
-            except Exception:
-                metrics.RECONCILES.labels("error").inc()
-                raise
+                await self._persisting(key, message)
+                if isinstance(e, RETRYABLE):
+                    raise RetryableError(message) from None
+                raise  # a bug of ours: logged with its traceback
         metrics.RECONCILES.labels("ok").inc()
         return delay
+
+    async def _persisting(self, key: JobKey, message: str) -> None:
+        """Count a failed reconcile; once it persists, say so in the job's status, once."""
+        now = time.monotonic()
+        failing = self._failing.setdefault(key, _Failing(since=now))
+        failing.attempts += 1
+        lasting = (
+            failing.attempts >= PERSISTENT_ATTEMPTS or now - failing.since >= PERSISTENT_SECONDS
+        )
+        if failing.reported or not lasting:
+            return
+        body = self._current_body(key)
+        if body is None:
+            return
+        view = self._view(key, body)
+        decision = decide(
+            view,
+            self.pods.get(key, []),
+            datetime.now(UTC),
+            self.cluster_domain,
+            statefulsets=list(self.statefulsets.get(key, [])),
+            error=message[:500],
+        )
+        try:
+            await self._write(key, body, decision)
+            failing.reported = True
+        except Exception as e:
+            log.warning("%s/%s: cannot report the reconcile error in status: %s", *key, e)
 
     async def _reconcile(self, key: JobKey) -> float | None:
         body = self._current_body(key)
         if body is None or body["metadata"].get("deletionTimestamp"):
             return None
         observed: list[PodObservation] = list(self.pods.get(key, []))
-        view, now = JobView.from_body(body), datetime.now(UTC)
-        generation = body["metadata"].get("generation")
-        refusal = self._refused.get(key)
-        if refusal is not None and refusal[0] == generation:
-            view = JobView(view.ref, None, (refusal[1],), view.status)
-        decision = decide(view, observed, now, self.cluster_domain)
+        sets: list[StatefulSetObservation] = list(self.statefulsets.get(key, []))
+        view, now = self._view(key, body), datetime.now(UTC)
+        failures, recheck = await self._create_failures(key, view, observed, sets)
+        decision = decide(
+            view,
+            observed,
+            now,
+            self.cluster_domain,
+            statefulsets=sets,
+            create_failures=failures,
+        )
 
         fingerprint = json.dumps(decision.children, sort_keys=True)
         if self._applied.get(key) != fingerprint:
             try:
                 await asyncio.to_thread(self._apply_all, decision.children)
             except kubernetes.client.ApiException as e:
-                if e.status != 422:
+                if not is_terminal(e):
                     raise
-                # Kubernetes refuses what the spec makes (e.g. a port out of range): that is an
-                # invalid spec too, and sending the same children again would be refused again.
+                # Kubernetes refuses what the spec makes (a port out of range, a field its
+                # version does not know, an object too large): the spec is invalid, and sending
+                # the same children again would be refused again.
                 problem = f"Kubernetes refused a child: {_api_message(e)}"
-                self._refused[key] = (generation, problem)
-                refused = JobView(view.ref, None, (problem,), view.status)
-                decision = decide(refused, observed, now, self.cluster_domain)
+                decision = decide(
+                    view.refused(problem), observed, now, self.cluster_domain, statefulsets=sets
+                )
             self._applied[key] = fingerprint
+        if decision.scale_down or decision.delete_children:
+            await asyncio.to_thread(self._converge, key[0], decision)
 
+        await self._write(key, body, decision)
+        self._failing.pop(key, None)
+
+        if decision.delete_job:
+            log.info("%s/%s: ttlSecondsAfterFinished passed; deleting", *key)
+            await asyncio.to_thread(self.kube.delete_job, *key)
+            return None
+        delays = [d for d in (decision.requeue_after, recheck) if d is not None]
+        return min(delays) if delays else None
+
+    async def _write(self, key: JobKey, body: dict[str, Any], decision: Decision) -> None:
+        """The status patch, then the events it announces."""
         if decision.patch:
             try:
                 result = await asyncio.to_thread(
@@ -113,7 +219,7 @@ class Reconciler:
                 )
             except kubernetes.client.ApiException as e:
                 if e.status == 404:
-                    return None  # deleted meanwhile
+                    return  # deleted meanwhile
                 raise
             self._written[key] = (body["metadata"].get("resourceVersion", ""), result)
             metrics.STATUS_WRITES.inc()
@@ -122,15 +228,52 @@ class Reconciler:
             metrics.TRANSITIONS.labels(reason).inc()
             log.info("%s/%s: %s: %s", key[0], key[1], reason, message)
 
-        if decision.delete_job:
-            log.info("%s/%s: ttlSecondsAfterFinished passed; deleting", *key)
-            await asyncio.to_thread(self.kube.delete_job, *key)
-            return None
-        return decision.requeue_after
+    async def _create_failures(
+        self,
+        key: JobKey,
+        view: JobView,
+        pods: list[PodObservation],
+        sets: list[StatefulSetObservation],
+    ) -> tuple[dict[str, str], float | None]:
+        """FailedCreate messages of StatefulSets that lack pods, and when to look again.
+
+        A StatefulSet lacks pods for a moment after it is made or scaled up; only one that
+        still lacks them after a grace period is looked at, at most every few seconds per
+        job: a healthy job costs no call.
+        """
+        short = lacking(key[1], sets, pods) if view.spec is not None else []
+        if not short:
+            self._create_checked.pop(key, None)
+            return {}, None
+        now = time.monotonic()
+        since, failures, checked_at = self._create_checked.setdefault(key, (now, {}, None))
+        due = max(since + CREATE_GRACE_SECONDS, (checked_at or 0.0) + CREATE_CHECK_SECONDS)
+        if now < due:
+            return failures, due - now
+        failures = {}
+        for child in short:
+            message = await asyncio.to_thread(
+                self.kube.failed_create, key[0], child.name, child.uid
+            )
+            if message:
+                failures[child.name] = message
+        self._create_checked[key] = (since, failures, now)
+        return failures, CREATE_CHECK_SECONDS
 
     def _apply_all(self, children: list[dict[str, Any]]) -> None:
         for child in children:
             self.kube.apply(child)
+
+    def _converge(self, namespace: str, decision: Decision) -> None:
+        for name in decision.scale_down:
+            self.kube.scale_to_zero(namespace, name)
+        for kind, name in decision.delete_children:
+            log.info("%s: deleting %s %s: its replica type left the spec", namespace, kind, name)
+            self.kube.delete_child(kind, namespace, name)
+
+
+def _namespace_going(e: kubernetes.client.ApiException) -> bool:
+    return e.status == 403 and "being terminated" in _api_message(e)
 
 
 def _api_message(e: kubernetes.client.ApiException) -> str:

@@ -20,6 +20,8 @@ class Cond:
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
     SUSPENDED = "Suspended"
+    # The operator keeps failing to reconcile the job (API errors, RBAC); False once it heals.
+    RECONCILE_ERROR = "ReconcileError"
 
 
 class Reason:
@@ -34,6 +36,10 @@ class Reason:
     BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
     DEADLINE_EXCEEDED = "DeadlineExceeded"
     POD_WAITING = "PodWaiting"  # an Event only: a pod cannot start (bad image, no node fits)
+    RECONCILE_ERROR = "ReconcileError"
+    RECONCILED = "Reconciled"
+    SPEC_ADJUSTED = "SpecAdjusted"  # an Event only: the operator replaced what the user wrote
+    SPEC_IGNORED = "SpecIgnored"  # an Event only: a finished job's spec was edited
 
 
 TERMINAL = (Cond.SUCCEEDED, Cond.FAILED)
@@ -44,7 +50,10 @@ WARNING_REASONS = {
     Reason.INVALID_SPEC,
     Reason.BACKOFF_LIMIT_EXCEEDED,
     Reason.DEADLINE_EXCEEDED,
+    Reason.RECONCILE_ERROR,
 }
+# Conditions whose turning False is news too: a resume, a reconcile that heals.
+ANNOUNCED_WHEN_FALSE = {Reason.RESUMED, Reason.RECONCILED}
 
 
 def timestamp(now: datetime) -> str:
@@ -107,8 +116,20 @@ def set_condition(
             "lastTransitionTime": transition,
         }
     )
-    status["conditions"] = kept
+    status["conditions"] = _newest_true_last(kept)
     return True
+
+
+def _newest_true_last(conditions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`kubectl get` shows the last condition's type as STATE, whatever its status: a list
+    that ends in False conditions (after a resume, or a healed error) moves them to the front,
+    so STATE names the newest condition that holds."""
+    tail = len(conditions)
+    while tail > 0 and conditions[tail - 1].get("status") != "True":
+        tail -= 1
+    if tail in (0, len(conditions)):
+        return conditions
+    return conditions[tail:] + conditions[:tail]
 
 
 def announced(before: Status, after: Status) -> list[dict[str, Any]]:
@@ -118,7 +139,7 @@ def announced(before: Status, after: Status) -> list[dict[str, Any]]:
         c
         for c in after.get("conditions") or []
         if (c["type"], c["status"], c.get("reason")) not in seen
-        and (c["status"] == "True" or c.get("reason") == Reason.RESUMED)
+        and (c["status"] == "True" or c.get("reason") in ANNOUNCED_WHEN_FALSE)
     ]
 
 

@@ -4,6 +4,7 @@ permissions manifests/rbac.yaml grants it."""
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from tests.conftest import ROOT
 from tests.support.jobs import tfjob
@@ -80,3 +81,27 @@ def test_operator_runs_a_job_with_only_the_granted_permissions(
         # An RBAC denial names the user; other 403s (a namespace being deleted) do not.
         denials = restricted.denials("system:serviceaccount:tfjob-system:tfjob-operator")
         assert denials == [], denials[:3]
+
+
+def test_every_example_runs_through_the_operator(crd, kubectl, apps, custom, ns, operator):
+    """Each shipped example, as written (integer GPU counts included), gets its StatefulSets."""
+    examples = sorted((ROOT / "manifests" / "examples").glob("*.yaml"))
+    kubectl("apply", "-n", ns, "-f", str(ROOT / "manifests" / "examples"))
+    for path in examples:
+        body = yaml.safe_load(path.read_text())
+        name = body["metadata"]["name"]
+        want = {
+            f"{name}-{rt.lower()}": rs.get("replicas", 1)
+            for rt, rs in body["spec"]["tfReplicaSpecs"].items()
+        }
+
+        def statefulsets(name=name):
+            sel = f"tfjob.dev/job-name={name}"
+            items = apps.list_namespaced_stateful_set(ns, label_selector=sel).items
+            return {s.metadata.name: s.spec.replicas for s in items}
+
+        got = wait_for(lambda w=want, f=statefulsets: f() == w and f(), 60, f"{path.name}: {want}")
+        assert got == want
+        status = custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name)["status"]
+        assert st.find(status, "Failed") is None, status
+        assert st.find(status, "Created")["status"] == "True"

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Build a Kubernetes 1.20.2 control plane (kube-apiserver, kube-controller-manager)
-# from Debian's source package, so integration tests run against a real API server
-# on a machine that has no Docker and no cluster.  etcd comes from Debian's
+# Build Kubernetes 1.20.2 (kube-apiserver, kube-controller-manager, and for a real node
+# kube-scheduler, kubelet, kube-proxy) from Debian's source package, so tests run against
+# a real API server and node on a machine that has no Docker and no cluster.  etcd comes from Debian's
 # etcd-server package.
 #
 # Idempotent: exits at once when the cached binaries match the recipe stamp.
 #
 # Cache layout ("${TFJOB_CACHE:-$HOME/.cache/tfjob-operator}/kubernetes-v1.20.2"):
-#   bin/       kube-apiserver, kube-controller-manager, .stamp
+#   bin/       kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, .stamp
 #   gocache/   Go build cache (~1.4 GB): a rebuild after a recipe change takes ~10 s, not ~4 min
 #   debsrc/    the downloaded Debian source package (34 MB), so a rebuild needs no download
 #   generated/ zz_generated.openapi.go (depends only on the source; skips openapi-gen)
@@ -19,9 +19,10 @@
 set -euo pipefail
 
 K8S_VERSION=v1.20.2
+COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
 DEB_SRC_VERSION=1.20.5+really1.20.2-1.1+deb12u1
 # Bump when the build recipe changes, so cached binaries are rebuilt.
-RECIPE=1
+RECIPE=2
 STAMP_TEXT="kubernetes=${DEB_SRC_VERSION} k8s=${K8S_VERSION} recipe=${RECIPE}"
 
 CACHE="${TFJOB_CACHE:-$HOME/.cache/tfjob-operator}"
@@ -65,8 +66,9 @@ run_logged() {
 }
 
 binaries_ok() {
-    [[ $FORCE == 0 && -x "$BIN/kube-apiserver" && -x "$BIN/kube-controller-manager" \
-        && -x "$ETCD" && -f "$STAMP" && "$(cat "$STAMP")" == "$STAMP_TEXT" ]]
+    [[ $FORCE == 0 && -x "$ETCD" && -f "$STAMP" && "$(cat "$STAMP")" == "$STAMP_TEXT" ]] || return 1
+    local b
+    for b in "${COMMANDS[@]}"; do [[ -x "$BIN/$b" ]] || return 1; done
 }
 
 # Fast path, without taking the lock.
@@ -219,14 +221,14 @@ for v in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldflags+=" -X $PKG/vendor/$v.gitTreeState=clean"
     ldflags+=" -X $PKG/vendor/$v.buildDate=${BUILD_DATE}"
 done
-log "go build kube-apiserver kube-controller-manager ($(nproc) cores; log: $LOGS/go-build.log)"
+log "go build ${COMMANDS[*]} ($(nproc) cores; log: $LOGS/go-build.log)"
 BUILD_START=$(date +%s)
 rm -rf "$BIN.tmp" && mkdir -p "$BIN.tmp"
 run_logged "$LOGS/go-build.log" go build -v -trimpath -tags "selinux notest" -ldflags "$ldflags" \
-    -o "$BIN.tmp/" "$PKG/cmd/kube-apiserver" "$PKG/cmd/kube-controller-manager"
+    -o "$BIN.tmp/" "${COMMANDS[@]/#/$PKG/cmd/}"
 log "go build took $(($(date +%s) - BUILD_START)) s"
 
-for b in kube-apiserver kube-controller-manager; do
+for b in "${COMMANDS[@]}"; do
     "$BIN.tmp/$b" --version | grep -q "Kubernetes ${K8S_VERSION}" \
         || die "$b --version does not report ${K8S_VERSION}"
 done
@@ -235,4 +237,4 @@ rm -rf "$BIN" && mv "$BIN.tmp" "$BIN"
 
 cd "$ROOT"
 rm -rf "$WORK"
-log "done in $(($(date +%s) - START)) s: $BIN/kube-apiserver, $BIN/kube-controller-manager, etcd: $ETCD"
+log "done in $(($(date +%s) - START)) s: $BIN/{${COMMANDS[*]}}, etcd: $ETCD"

@@ -124,9 +124,9 @@ class ControlPlaneError(RuntimeError):
     """The control plane failed to start; the message carries the relevant log tail."""
 
 
-def _free_port() -> int:
+def _free_port(address: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((address, 0))
         return int(sock.getsockname()[1])
 
 
@@ -262,9 +262,21 @@ class ControlPlane:
     the credentials embedded, so it stays valid wherever it is copied.
     """
 
-    def __init__(self, workdir: Path, binaries: Binaries | None = None) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        binaries: Binaries | None = None,
+        *,
+        address: str = "127.0.0.1",
+        node: bool = False,
+    ) -> None:
+        """``node``: serve a real node too, on ``address`` (an address of this host that
+        pods reach): the ``kubernetes`` Service gets that endpoint, kube-scheduler runs, and
+        the API server reaches the kubelet by its InternalIP with a client certificate."""
         self.workdir = Path(workdir).absolute()
         self.binaries = binaries
+        self.address = address
+        self.node = node
         self.kubeconfig = self.workdir / "admin.kubeconfig"
         self.server = ""
         self._procs: list[_Process] = []
@@ -322,8 +334,8 @@ class ControlPlane:
         pki_dir.mkdir(mode=0o700)
         (self.workdir / "flexvolume").mkdir()
 
-        etcd_port, peer_port, api_port = _free_port(), _free_port(), _free_port()
-        self.server = f"https://127.0.0.1:{api_port}"
+        etcd_port, peer_port, api_port = _free_port(), _free_port(), _free_port(self.address)
+        self.server = f"https://{self.address}:{api_port}"
         pki = self._make_pki(pki_dir)
         self._write_kubeconfig(self.kubeconfig, pki)
         kcm_kubeconfig = self.workdir / "kube-controller-manager.kubeconfig"
@@ -363,10 +375,10 @@ class ControlPlane:
                 f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
                 f"--api-audiences={SERVICE_ACCOUNT_ISSUER}",
                 "--authorization-mode=RBAC",
-                "--endpoint-reconciler-type=none",
+                *self._node_apiserver_args(pki),
                 f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
-                "--advertise-address=127.0.0.1",
-                "--bind-address=127.0.0.1",
+                f"--advertise-address={self.address}",
+                f"--bind-address={self.address}",
                 f"--secure-port={api_port}",
                 *(["--insecure-port=0"] if legacy else []),
                 "--allow-privileged=true",
@@ -402,6 +414,17 @@ class ControlPlane:
                 "--controllers=*",
             ],
         )
+        if self.node:
+            self._spawn(
+                "kube-scheduler",
+                [
+                    str(built_bin_dir() / "kube-scheduler"),
+                    f"--kubeconfig={kcm_kubeconfig}",
+                    "--leader-elect=false",
+                    "--port=0",
+                    "--secure-port=0",
+                ],
+            )
         # Pod admission before 1.24 needs the SA's token secret: wait for that, not just the SA.
         self._wait(
             deadline,
@@ -410,6 +433,25 @@ class ControlPlane:
             lambda: self._default_sa_ready(need_token=legacy),
         )
 
+    def _node_apiserver_args(self, pki: dict[str, tuple[Path, Path]]) -> list[str]:
+        if not self.node:
+            return ["--endpoint-reconciler-type=none"]
+        return [
+            "--kubelet-preferred-address-types=InternalIP",
+            f"--kubelet-client-certificate={pki['admin'][0]}",
+            f"--kubelet-client-key={pki['admin'][1]}",
+        ]
+
+    def processes(self) -> dict[str, int]:
+        """Name -> PID of every process started, for a teardown from another process."""
+        with self._lock:
+            return {p.name: p.popen.pid for p in self._procs}
+
+    def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+        """Start another process that lives and stops with the plane (newest stops first)."""
+        proc = self._spawn(name, argv, env)
+        self._wait(time.monotonic() + 1, proc, name, lambda: True)
+
     def _make_pki(self, pki_dir: Path) -> dict[str, tuple[Path, Path]]:
         pki = _Pki(pki_dir)
         ca = pki.ca("ca", "tfjob-test-ca")
@@ -417,6 +459,7 @@ class ControlPlane:
         service_ip = SERVICE_CLUSTER_IP_RANGE.rsplit(".", 1)[0] + ".1"
         sans = [
             "IP:127.0.0.1",
+            *([f"IP:{self.address}"] if self.address != "127.0.0.1" else []),
             f"IP:{service_ip}",
             "DNS:localhost",
             "DNS:kubernetes",
@@ -466,7 +509,7 @@ class ControlPlane:
         path.write_text(json.dumps(config, indent=2) + "\n")
         path.chmod(0o600)
 
-    def _spawn(self, name: str, argv: list[str]) -> _Process:
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> _Process:
         log_path = self.workdir / f"{name}.log"
         log_file = log_path.open("wb")
         try:
@@ -476,6 +519,7 @@ class ControlPlane:
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
                 cwd=self.workdir,
+                env=env,
                 start_new_session=True,
                 preexec_fn=_child_setup(os.getpid()),
             )

@@ -26,8 +26,8 @@ FAST = [
 def make_job(tmp_path) -> Iterator[Callable[..., Job]]:
     jobs: list[Job] = []
 
-    def make(replicas: dict[str, int], *args: str) -> Job:
-        job = Job(tmp_path, replicas, [*FAST, *args])
+    def make(replicas: dict[str, int], *args: str, checkpoints: bool = True) -> Job:
+        job = Job(tmp_path, replicas, [*FAST, *args], checkpoints)
         jobs.append(job)
         return job
 

@@ -51,11 +51,16 @@ class Proc:
 
 
 class Job:
-    """One job's processes. `replicas` maps task type (chief, ps, worker, evaluator) to count."""
+    """One job's processes. `replicas` maps task type (chief, ps, worker, evaluator) to count.
+    Every task gets TFJOB_CHECKPOINT_DIR, as from a job's volume, unless `checkpoints` is
+    False (a job without one)."""
 
-    def __init__(self, workdir: Path, replicas: dict[str, int], args: list[str]) -> None:
+    def __init__(
+        self, workdir: Path, replicas: dict[str, int], args: list[str], checkpoints: bool = True
+    ) -> None:
         self.workdir, self.args = workdir, args
         self.checkpoint_dir = workdir / "checkpoints"
+        self.checkpoints = checkpoints
         self.replicas = replicas
         ports = iter(free_ports(sum(replicas.values())))
         self.cluster = {
@@ -81,11 +86,12 @@ class Job:
         self.starts[name] = self.starts.get(name, 0) + 1
         log = self.workdir / f"{name}.{self.starts[name]}.log"
         env = {
-            **os.environ,
+            **{k: v for k, v in os.environ.items() if k != "TFJOB_CHECKPOINT_DIR"},
             "TF_CONFIG": tf_config if tf_config is not None else self.tf_config(task_type, index),
-            "TFJOB_CHECKPOINT_DIR": str(self.checkpoint_dir),
             "PYTHONUNBUFFERED": "1",
         }
+        if self.checkpoints:
+            env["TFJOB_CHECKPOINT_DIR"] = str(self.checkpoint_dir)
         with open(log, "wb") as out:
             popen = subprocess.Popen(
                 [sys.executable, "-m", "tfjob_trainer", *self.args, *(extra or [])],
@@ -122,11 +128,13 @@ class Job:
                 raise AssertionError(f"{name} did not print {text!r} in {timeout}s")
             time.sleep(0.1)
 
-    def kill(self, name: str) -> None:
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        """Signal a task's process group; a SIGKILL also waits for the exit."""
         proc = self.procs[name]
         if proc.popen.poll() is None:
-            os.killpg(proc.popen.pid, signal.SIGKILL)
-            proc.popen.wait(30)
+            os.killpg(proc.popen.pid, sig)
+            if sig == signal.SIGKILL:
+                proc.popen.wait(30)
 
     def stop_all(self) -> None:
         for name in list(self.procs):

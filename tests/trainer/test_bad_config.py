@@ -14,12 +14,16 @@ from tests.trainer.launcher import ROOT
 CLUSTER = {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"], "ps": ["127.0.0.1:3"]}
 
 
-def run(tf_config: str | None, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+def run(
+    tf_config: str | None, *args: str, checkpoint_dir: str | None = "/tmp/unused"
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", "TFJOB_CHECKPOINT_DIR")}
     if tf_config is not None:
         env["TF_CONFIG"] = tf_config
+    if checkpoint_dir is not None:
+        args = ("--checkpoint-dir", checkpoint_dir, *args)
     return subprocess.run(
-        [sys.executable, "-m", "tfjob_trainer", "--checkpoint-dir", "/tmp/unused", *args],
+        [sys.executable, "-m", "tfjob_trainer", *args],
         env=env,
         capture_output=True,
         text=True,
@@ -80,16 +84,15 @@ def test_exit_2_with_one_line(tf_config, args, says):
     assert lines[0].startswith("tfjob-trainer: configuration error: ") and says in lines[0]
 
 
-def test_a_role_that_writes_checkpoints_needs_the_directory():
-    env = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", "TFJOB_CHECKPOINT_DIR")}
-    env["TF_CONFIG"] = json.dumps({"cluster": CLUSTER, "task": {"type": "chief", "index": 0}})
-    proc = subprocess.run(
-        [sys.executable, "-m", "tfjob_trainer"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-    )
+def test_the_evaluator_needs_the_checkpoint_directory():
+    """Other roles train without one (tests/trainer/test_no_checkpoint_dir.py); the evaluator
+    would have nothing to follow, so it says so at once instead of waiting for --eval-timeout."""
+    tf_config = json.dumps({"cluster": CLUSTER, "task": {"type": "evaluator", "index": 0}})
+    proc = run(tf_config, checkpoint_dir=None)
     assert proc.returncode == 2
-    assert "--checkpoint-dir (or TFJOB_CHECKPOINT_DIR) is required for this role" in proc.stderr
+    lines = (proc.stdout + proc.stderr).strip().splitlines()
+    assert lines == [
+        "tfjob-trainer: configuration error: the evaluator follows the training's checkpoints: "
+        "give it the chief's --checkpoint-dir (or TFJOB_CHECKPOINT_DIR; in a TFJob, add a "
+        "checkpoint: section)"
+    ]

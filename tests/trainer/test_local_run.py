@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import tensorflow as tf
 import yaml
 
 from tests.support.jobs import tfjob
@@ -79,6 +80,27 @@ def test_ps_job_runs_to_success_with_prefixed_output_and_a_summary(tmp_path):
     assert f"tensorboard --logdir {workdir / 'checkpoints' / 'logs'}" in summary
     assert (workdir / "checkpoints" / "export" / "model.keras").exists()
     assert processes_using(workdir) == [], "the ps and workers are stopped"
+
+
+def test_a_job_without_a_checkpoint_section_checkpoints_under_the_workdir(tmp_path):
+    # As Kubeflow manifests come: no `checkpoint:`; only workers, so MultiWorkerMirrored.
+    body = tfjob(name="local", replicas={"Worker": 2})
+    assert "checkpoint" not in body["spec"]
+    for rs in body["spec"]["tfReplicaSpecs"].values():
+        container = rs["template"]["spec"]["containers"][0]
+        container["command"] = ["python", "-m", "tfjob_trainer"]
+        container["args"] = ["--strategy=multi-worker-mirrored", *TRAIN, "--steps=40"]
+    workdir = tmp_path / "run"
+    proc = tfjob_run(manifest(tmp_path, body), workdir)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out[-3000:]
+    assert "no checkpoint directory" not in out
+    checkpoints = workdir / "checkpoints"
+    assert tf.train.latest_checkpoint(str(checkpoints)) == str(checkpoints / "ckpt-40")
+    assert (checkpoints / "export" / "model.keras").is_file()
+    assert list((checkpoints / "logs" / "train").glob("events.out.tfevents.*"))
+    summary = out[out.rindex("state  ") :]
+    assert "state  Succeeded" in summary and f"checkpoint  {checkpoints / 'ckpt-40'}" in summary
 
 
 def test_worker_exit_1_under_never_fails_with_the_operators_message(tmp_path):

@@ -116,3 +116,69 @@ def test_gpu_request_must_equal_limit(resources, ok):
     else:
         with pytest.raises(SpecError, match=r"nvidia.com/gpu request \(1\) must equal its limit"):
             parse_spec(spec)
+
+
+def _spec(replicas: dict[str, int], **spec):
+    return tfjob(replicas=replicas, **spec)["spec"]
+
+
+@pytest.mark.parametrize(
+    ("replicas", "spec", "problem"),
+    [
+        ({"Chief": 0, "PS": 1}, {}, "Chief has 0 replicas, so worker 0 decides success"),
+        ({"Master": 0, "Worker": 0}, {}, "Master has 0 replicas"),
+        ({"PS": 1, "Worker": 0}, {}, "worker 0 decides success, and this job has no workers"),
+        ({"Chief": 1}, {"successPolicy": "AllWorkers"}, "AllWorkers waits for every worker"),
+        ({"Worker": 0}, {"successPolicy": "AllWorkers"}, "AllWorkers waits for every worker"),
+    ],
+)
+def test_jobs_that_could_never_finish_are_refused(replicas, spec, problem):
+    with pytest.raises(SpecError) as e:
+        parse_spec(_spec(replicas, **spec))
+    assert any(problem in p for p in e.value.problems), e.value.problems
+
+
+@pytest.mark.parametrize(
+    "replicas", [{"Chief": 0, "Worker": 1}, {"Worker": 1}, {"Chief": 1, "PS": 1}]
+)
+def test_jobs_someone_can_finish_are_accepted(replicas):
+    parse_spec(_spec(replicas))
+
+
+@pytest.mark.parametrize(
+    ("container", "problem"),
+    [
+        (
+            {"image": ""},
+            "spec.tfReplicaSpecs.Worker.template.spec.containers[0].image: required",
+        ),
+        (
+            {"volumeMounts": [{"name": "data", "mountPath": "/data"}]},
+            "spec.tfReplicaSpecs.Worker.template.spec.containers[0].volumeMounts[0]: mounts "
+            "volume 'data', which spec.tfReplicaSpecs.Worker.template.spec.volumes does not "
+            "define",
+        ),
+        (
+            {"resources": {"limits": {"nvidia.com/gpu": 0.5}}},
+            "spec.tfReplicaSpecs.Worker.template.spec.containers[0].resources.limits"
+            "['nvidia.com/gpu']: 0.5 is not a whole number",
+        ),
+    ],
+)
+def test_pods_kubernetes_could_never_create_are_refused_up_front(container, problem):
+    spec = _spec({"Worker": 1})
+    spec["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0].update(container)
+    with pytest.raises(SpecError) as e:
+        parse_spec(spec)
+    assert any(p.startswith(problem) for p in e.value.problems), e.value.problems
+
+
+def test_numeric_gpu_and_cpu_as_kubeflow_writes_them_are_read():
+    spec = _spec({"Worker": 1})
+    spec["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"] = {
+        "limits": {"nvidia.com/gpu": 2, "cpu": 1},
+        "requests": {"nvidia.com/gpu": 2, "cpu": 0.5},
+    }
+    parsed = parse_spec(spec)
+    c = parsed.replicas()[ReplicaType.WORKER].template["spec"]["containers"][0]
+    assert c["resources"]["limits"] == {"nvidia.com/gpu": "2", "cpu": "1"}

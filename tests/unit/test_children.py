@@ -8,7 +8,7 @@ from tests.support.jobs import template, tfjob
 from tfjob_operator import tfconfig
 from tfjob_operator.api import ReplicaType as RT
 from tfjob_operator.api import parse_spec
-from tfjob_operator.children import JobRef, desired_children
+from tfjob_operator.children import JobRef, check_additions, desired_children
 
 JOB = JobRef("mnist", "ml", "uid-1")
 OWNER = {
@@ -113,7 +113,11 @@ def test_user_template_is_kept_and_only_extended():
     env, c = env_of(sts)
     assert env["FOO"] == "1" and env["TF_CONFIG"] != "mine"
     assert [e["name"] for e in c["env"]].count("TF_CONFIG") == 1
-    assert c["resources"] == tpl["spec"]["containers"][0]["resources"]
+    # Numeric quantities are strings, as kubectl would send them.
+    assert c["resources"] == {
+        "requests": {"nvidia.com/gpu": "2", "cpu": "1"},
+        "limits": {"nvidia.com/gpu": "2"},
+    }
     assert c["ports"] == [{"name": "tfjob-port", "containerPort": 5000}]
     assert (
         "5000" in env["TF_CONFIG"]
@@ -176,3 +180,37 @@ def test_single_unnamed_container_gets_tf_config():
     body["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["name"] = "main"
     env, _ = env_of(by("StatefulSet", children(body))["mnist-worker"], container="main")
     assert "TF_CONFIG" in env
+
+
+def test_a_user_port_2222_is_reused_whatever_its_name():
+    body = tfjob(replicas={"Worker": 1})
+    c = body["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    c["ports"] = [{"name": "grpc", "containerPort": 2222}]
+    sts = by("StatefulSet", children(body))["mnist-worker"]
+    _, container = env_of(sts)
+    assert container["ports"] == [{"name": "grpc", "containerPort": 2222}]
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        (
+            lambda c, s: (
+                c.update(volumeMounts=[{"name": "d", "mountPath": "/checkpoints/"}])
+                or s.update(volumes=[{"name": "d", "emptyDir": {}}])
+            ),
+            "spec.tfReplicaSpecs.Worker.template.spec.containers[0].volumeMounts[0]: "
+            "/checkpoints is where the checkpoint volume goes",
+        ),
+        (
+            lambda c, s: s.update(volumes=[{"name": "tfjob-checkpoints", "emptyDir": {}}]),
+            "spec.tfReplicaSpecs.Worker.template.spec.volumes[0]: the name tfjob-checkpoints",
+        ),
+    ],
+)
+def test_what_the_operator_adds_is_not_silently_overridden(change, problem):
+    body = tfjob(replicas={"Worker": 1}, checkpoint={"storage": {"size": "1Gi"}})
+    tpl = body["spec"]["tfReplicaSpecs"]["Worker"]["template"]
+    change(tpl["spec"]["containers"][0], tpl["spec"])
+    problems, _ = check_additions(parse_spec(body["spec"]))
+    assert any(p.startswith(problem) for p in problems), problems

@@ -43,8 +43,35 @@ class Stage:
 
 
 @cache
+def global_args() -> dict[str, str]:
+    """ARGs declared before the first FROM, with their defaults: what a FROM line may use."""
+    parser = dockerfile_parse.DockerfileParser(path=str(DOCKERFILE), env_replace=False)
+    found: dict[str, str] = {}
+    for item in parser.structure:
+        if item["instruction"] == "FROM":
+            break
+        if item["instruction"] == "ARG":
+            key, _, default = item["value"].strip().partition("=")
+            found[key] = default.strip("\"'")
+    return found
+
+
+def with_args(image: str) -> str:
+    """A FROM image with ${NAME} / $NAME replaced by the ARG's default (what a plain build uses)."""
+    defaults = global_args()
+
+    def default(m: re.Match[str]) -> str:
+        name = m["braced"] or m["bare"]
+        assert name in defaults, f"FROM {image}: ${name} is not an ARG before the first FROM"
+        assert defaults[name], f"FROM {image}: ARG {name} has no default"
+        return defaults[name]
+
+    return re.sub(r"\$(?:\{(?P<braced>\w+)\}|(?P<bare>\w+))", default, image)
+
+
+@cache
 def stages() -> dict[str, Stage]:
-    """Stages by name (unnamed ones by their index), in file order."""
+    """Stages by name (unnamed ones by their index), in file order; bases with ARGs resolved."""
     parser = dockerfile_parse.DockerfileParser(path=str(DOCKERFILE), env_replace=False)
     found: dict[str, Stage] = {}
     current: Stage | None = None
@@ -53,7 +80,7 @@ def stages() -> dict[str, Stage]:
         if instruction == "FROM":
             words = [w for w in value.split() if not w.startswith("--platform")]
             name = words[2] if len(words) == 3 and words[1].lower() == "as" else str(len(found))
-            current = found[name] = Stage(name, words[0])
+            current = found[name] = Stage(name, with_args(words[0]))
         elif current is not None and instruction != "COMMENT":
             current.instructions.append((instruction, value))
     return found

@@ -10,6 +10,7 @@ from tests.support.jobs import pod, tfjob
 from tfjob_operator import status as st
 from tfjob_operator.api import TFJobStatus
 from tfjob_operator.lifecycle import Decision, JobView, decide
+from tfjob_operator.owned import StatefulSetObservation
 from tfjob_operator.pods import Stuck, observe
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -23,15 +24,29 @@ class Run:
         self.events: list[tuple[str, str, str]] = []
         self.now = T0
         self.last: Decision | None = None
+        # The owned objects as the API server would hold them: (kind, name) -> replicas.
+        self.cluster: dict[tuple[str, str], int] = {}
 
-    def step(self, *pods, after: float = 1.0) -> Decision:
+    def step(self, *pods, after: float = 1.0, **inputs) -> Decision:
         self.now += timedelta(seconds=after)
         obs = [o for o in (observe(p) for p in pods) if o is not None]
-        d = decide(JobView.from_body(self.body), obs, self.now, "cluster.local")
+        sets = [
+            StatefulSetObservation(name, f"uid-{name}", replicas=n)
+            for (kind, name), n in self.cluster.items()
+            if kind == "StatefulSet"
+        ]
+        view = JobView.from_body(self.body)
+        d = decide(view, obs, self.now, "cluster.local", statefulsets=sets, **inputs)
         self.body["status"] = d.status
         TFJobStatus.model_validate(d.status)  # what we write always fits the CRD schema
         self.events += d.events
         self.last = d
+        for c in d.children:
+            self.cluster[(c["kind"], c["metadata"]["name"])] = c["spec"].get("replicas", 0)
+        for name in d.scale_down:
+            self.cluster[("StatefulSet", name)] = 0
+        for kind, name in d.delete_children:
+            self.cluster.pop((kind, name), None)
         return d
 
     @property
@@ -42,11 +57,7 @@ class Run:
         return st.state(self.status)
 
     def replicas(self, kind):
-        return {
-            c["metadata"]["name"]: c["spec"]["replicas"]
-            for c in self.last.children
-            if c["kind"] == kind
-        }
+        return {name: n for (k, name), n in self.cluster.items() if k == kind}
 
     def reasons(self):
         return [r for _, r, _ in self.events]
@@ -251,12 +262,21 @@ def test_no_backoff_limit_means_restarts_forever():
     assert run.status["restarts"] == 5
 
 
-def test_exits_missed_while_not_watching_count_only_what_the_pod_shows():
+def test_exits_missed_while_not_watching_end_as_the_oldest_exit_shown():
     run = Run(tfjob(replicas={"Worker": 1}, restart_policy="OnFailure"))
     run.step(pod("mnist", "worker", 0))
     run.step(pod("mnist", "worker", 0, state="terminated", exit_code=1, last_exit=0, restarts=4))
     assert run.status["restarts"] == 1
     assert run.status["terminations"]["mnist-worker-0"]["count"] == 5
+
+
+def test_failures_missed_while_the_operator_was_down_count_from_restart_count():
+    run = Run(tfjob(replicas={"Worker": 1}, restart_policy="OnFailure"))
+    run.step(pod("mnist", "worker", 0))
+    # Five failures while nobody watched; the pod shows only the two newest.
+    run.step(pod("mnist", "worker", 0, state="terminated", exit_code=1, last_exit=1, restarts=4))
+    assert run.status["restarts"] == 5
+    assert run.state() == "Restarting"
 
 
 def test_recreated_pod_starts_a_new_ledger():
@@ -310,15 +330,28 @@ def test_suspend_and_resume():
     ]
 
 
+def test_state_after_a_resume_is_not_suspended():
+    body = tfjob(replicas={"Worker": 1})
+    run = Run(body)
+    run.step()
+    body["spec"]["runPolicy"] = {"suspend": True}
+    run.step()
+    body["spec"]["runPolicy"] = {"suspend": False}
+    run.step()
+    assert st.find(run.status, "Suspended")["status"] == "False"
+    assert run.state() == "Created", "STATE names the newest condition that holds"
+    assert run.status["conditions"][-1]["status"] == "True"
+
+
 @pytest.mark.parametrize(("policy", "replicas"), [("Running", 0), ("All", 0), ("None", 2)])
 def test_clean_pod_policy(policy, replicas):
     run = Run(tfjob(replicas={"Worker": 2}, run_policy={"cleanPodPolicy": policy}))
+    run.step()
     run.step(pod("mnist", "worker", 0, state="terminated", exit_code=0), pod("mnist", "worker", 1))
     assert run.state() == "Succeeded"
     assert run.replicas("StatefulSet") == {"mnist-worker": replicas}
-    assert [c["metadata"]["name"] for c in run.last.children if c["kind"] == "Service"] == [
-        "mnist-worker"
-    ], "Services stay until the TFJob is deleted"
+    assert run.replicas("Service") == {"mnist-worker": 0}, "Services stay until it is deleted"
+    assert run.last.children == [], "a finished job's children are only scaled down"
 
 
 def test_ttl_after_finished_deletes_the_job():
@@ -360,6 +393,17 @@ def test_invalid_spec_fails_once_with_a_warning(replicas, spec, message):
     assert ("Warning", "InvalidSpec") in [(t, r) for t, r, _ in d.events]
     again = run.step()
     assert again.patch == {} and again.events == [] and again.children == []
+
+
+def test_a_job_kubernetes_refused_keeps_its_failed_status_as_written():
+    run = Run(tfjob(replicas={"Worker": 1}))
+    view = JobView.from_body(run.body).refused("Kubernetes refused a child: port 70000")
+    d = decide(view, [], T0, "cluster.local")
+    run.body["status"] = d.status
+    failed = dict(d.status)
+    # The next reconcile reads the same spec as valid: the finished job's status stays put.
+    again = run.step()
+    assert run.status == failed and again.patch == {} and again.children == []
 
 
 def test_invalid_name_is_refused():
@@ -441,3 +485,123 @@ def test_a_finished_job_lists_no_waiting_pods():
     run.step(pod("mnist", "chief", 0, state="terminated", exit_code=0), stuck)
     assert run.state() == "Succeeded"
     assert "waiting" not in run.status
+
+
+def test_a_replica_type_removed_from_the_spec_loses_its_children():
+    body = tfjob(replicas={"PS": 1, "Worker": 2, "Evaluator": 1})
+    run = Run(body)
+    run.step()
+    assert set(run.replicas("StatefulSet")) == {"mnist-ps", "mnist-worker", "mnist-evaluator"}
+    del body["spec"]["tfReplicaSpecs"]["Evaluator"]
+    d = run.step()
+    assert sorted(d.delete_children) == [
+        ("Service", "mnist-evaluator"),
+        ("StatefulSet", "mnist-evaluator"),
+    ]
+    assert set(run.replicas("StatefulSet")) == {"mnist-ps", "mnist-worker"}
+    assert run.step().delete_children == []
+
+
+def test_a_running_job_edited_into_an_invalid_spec_fails_and_scales_down():
+    body = tfjob(replicas={"PS": 1, "Worker": 1}, run_policy={"ttlSecondsAfterFinished": 60})
+    run = Run(body)
+    run.step(*running("mnist", {"PS": 1, "Worker": 1}))
+    body["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"] = {"x": {}}
+    d = run.step()
+    cond = st.find(run.status, "Failed")
+    assert cond["reason"] == "InvalidSpec"
+    assert "spec.tfReplicaSpecs.Worker.template.spec.containers: must be a list" in cond["message"]
+    assert "delete and re-create" in cond["message"]
+    assert sorted(d.scale_down) == ["mnist-ps", "mnist-worker"]
+    assert run.replicas("StatefulSet") == {"mnist-ps": 0, "mnist-worker": 0}
+    assert d.requeue_after == 60, "ttlSecondsAfterFinished holds for an invalid spec too"
+    assert run.step(after=61).delete_job
+
+
+def test_an_invalid_spec_keeps_its_pods_under_clean_pod_policy_none():
+    body = tfjob(replicas={"Worker": 1}, run_policy={"cleanPodPolicy": "None"})
+    run = Run(body)
+    run.step()
+    body["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = "two"
+    d = run.step()
+    assert run.state() == "Failed" and d.scale_down == []
+
+
+def test_an_edit_of_a_finished_job_is_answered_once():
+    body = tfjob(replicas={"Worker": 1}, run_policy={"cleanPodPolicy": "None"})
+    body["metadata"]["generation"] = 1
+    body["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["image"] = ""
+    run = Run(body)
+    run.step()
+    assert st.find(run.status, "Failed")["reason"] == "InvalidSpec"
+    body["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["image"] = "x"
+    body["metadata"]["generation"] = 2
+    d = run.step()
+    (ignored,) = [e for e in d.events if e[1] == "SpecIgnored"]
+    assert ignored[0] == "Warning" and "Delete and re-create" in ignored[2]
+    assert run.state() == "Failed" and d.children == []
+    assert [e for e in run.step().events if e[1] == "SpecIgnored"] == []
+
+
+def test_what_the_operator_replaces_is_a_warning_once_per_generation():
+    body = tfjob(replicas={"Worker": 1})
+    body["metadata"]["generation"] = 1
+    c = body["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    c["env"] = [{"name": "TF_CONFIG", "value": "{}"}]
+    run = Run(body)
+    first = run.step()
+    adjusted = [e for e in first.events if e[1] == "SpecAdjusted"]
+    assert adjusted == [
+        (
+            "Warning",
+            "SpecAdjusted",
+            "spec.tfReplicaSpecs.Worker.template.spec.containers[0].env[0]: TF_CONFIG is set "
+            "by the operator; the value given here is replaced",
+        )
+    ]
+    assert run.status["observedGeneration"] == 1
+    assert [e for e in run.step().events if e[1] == "SpecAdjusted"] == []
+
+
+def test_a_persistent_reconcile_error_is_a_condition_until_it_heals():
+    run = Run(tfjob(replicas={"Worker": 1}))
+    run.step()
+    d = run.step(error="403 Forbidden: statefulsets.apps is forbidden")
+    cond = st.find(run.status, "ReconcileError")
+    assert cond["status"] == "True" and "statefulsets.apps is forbidden" in cond["message"]
+    assert run.state() == "ReconcileError"
+    assert [(t, r) for t, r, _ in d.events] == [("Warning", "ReconcileError")]
+    assert run.step(error="403 Forbidden: statefulsets.apps is forbidden").events == []
+    d = run.step()
+    assert st.find(run.status, "ReconcileError")["status"] == "False"
+    assert [(t, r) for t, r, _ in d.events] == [("Normal", "Reconciled")]
+    assert run.state() == "Created"
+
+
+def test_pods_a_statefulset_cannot_create_are_waiting_with_kubernetes_message():
+    run = Run(tfjob(replicas={"PS": 1, "Worker": 2}))
+    run.step()
+    why = 'pods "mnist-worker-1" is forbidden: error looking up service account x/nope'
+    d = run.step(
+        pod("mnist", "ps", 0),
+        pod("mnist", "worker", 0),
+        create_failures={"mnist-worker": why},
+    )
+    assert run.status["waiting"] == {"mnist-worker-1": f"FailedCreate: {why}"}
+    assert [(t, r) for t, r, _ in d.events] == [("Warning", "PodWaiting")]
+    run.step(*running("mnist", {"PS": 1, "Worker": 2}))
+    assert "waiting" not in run.status
+
+
+def test_a_spec_that_breaks_our_own_code_is_invalid_not_a_crash(monkeypatch):
+    from tfjob_operator import lifecycle
+
+    def broken(*_args, **_kw):
+        raise KeyError("containers")
+
+    monkeypatch.setattr(lifecycle, "desired_children", broken)
+    run = Run(tfjob(replicas={"Worker": 1}))
+    run.step()
+    cond = st.find(run.status, "Failed")
+    assert cond["reason"] == "InvalidSpec" and "internal error" in cond["message"]
+    assert "KeyError" in cond["message"]

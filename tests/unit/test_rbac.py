@@ -30,7 +30,12 @@ def granted() -> set[tuple[str, str, str]]:
 
 def used() -> set[tuple[str, str, str]]:
     watched = [(GROUP, PLURAL), *((g, p) for g, _, p in handlers.OWNED)]
-    return {(g, p, v) for g, p in watched for v in ("list", "watch")} | kube.WRITES | FRAMEWORK
+    return (
+        {(g, p, v) for g, p in watched for v in ("list", "watch")}
+        | kube.WRITES
+        | kube.READS
+        | FRAMEWORK
+    )
 
 
 def test_rules_grant_exactly_what_is_used():

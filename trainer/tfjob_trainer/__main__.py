@@ -11,13 +11,18 @@ import logging
 import os
 import socket
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any, NoReturn
 
-from . import config, options
+from . import TaskFailed, config, options
 
 log = logging.getLogger("tfjob_trainer")
 
 EXIT_CONFIG = 2
+# A peer was lost: the cluster failed, not the program. At 128 or above, as a signal's exit
+# is, so that `restartPolicy: ExitCode` restarts the task instead of failing the job.
+EXIT_PEER_LOST = 200
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,18 +34,12 @@ def main(argv: list[str] | None = None) -> int:
         opts = options.parse(argv)
         task = config.parse(os.environ.get("TF_CONFIG"), socket.gethostname())
         strategy = config.resolve_strategy(opts.strategy, task)
-        if not opts.has_checkpoint_dir and needs_checkpoints(task, strategy):
-            raise config.ConfigError(
-                "--checkpoint-dir (or TFJOB_CHECKPOINT_DIR) is required for this role"
-            )
-        if task is not None and task.type == "evaluator" and strategy == "between-graph":
-            raise config.ConfigError(
-                "the evaluator reads TF2 checkpoints; between-graph writes "
-                "TF1 ones: drop the Evaluator or use another strategy"
-            )
+        check_evaluator(opts, task, strategy)
     except (config.ConfigError, ValueError) as e:
         print(f"tfjob-trainer: configuration error: {e}", file=sys.stderr, flush=True)
         return EXIT_CONFIG
+    if not opts.has_checkpoint_dir and writes_checkpoints(task, strategy):
+        opts = scratch_checkpoints(opts)
     if task is not None:
         os.environ["TF_CONFIG"] = task.tf_config()  # what TensorFlow reads: index filled in
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -51,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
         summary = run(opts, task, strategy)
     except KeyboardInterrupt:
         return 130
+    except TaskFailed as e:
+        log.error("%s %s", role, e)
+        exit_now(EXIT_PEER_LOST)  # at once: peers waiting on this task learn of it from its exit
     except Exception:
         log.exception("%s failed", role)
         return 1
@@ -73,15 +75,50 @@ def exit_now(code: int) -> NoReturn:
     os._exit(code)
 
 
-def needs_checkpoints(task: config.Task | None, strategy: str) -> bool:
-    """Parameter servers, and workers that only serve, write no checkpoints."""
-    if task is None or task.type == "evaluator":
+def check_evaluator(opts: options.Options, task: config.Task | None, strategy: str) -> None:
+    """The evaluator only follows the checkpoints the training writes: it needs to see them."""
+    if task is None or task.type != "evaluator":
+        return
+    if not opts.has_checkpoint_dir:
+        raise config.ConfigError(
+            "the evaluator follows the training's checkpoints: give it the chief's "
+            "--checkpoint-dir (or TFJOB_CHECKPOINT_DIR; in a TFJob, add a checkpoint: section)"
+        )
+    if strategy == "between-graph":
+        raise config.ConfigError(
+            "the evaluator reads TF2 checkpoints; between-graph writes "
+            "TF1 ones: drop the Evaluator or use another strategy"
+        )
+
+
+def writes_checkpoints(task: config.Task | None, strategy: str) -> bool:
+    """Parameter servers and workers that only serve write nothing; the evaluator only reads."""
+    if task is None:
         return True
+    if task.type == "evaluator":
+        return False
     if strategy == "parameter-server":
         return task.type in ("chief", "master")
     if strategy == "between-graph":
         return task.is_chief
     return True
+
+
+def scratch_checkpoints(opts: options.Options) -> options.Options:
+    """Without a checkpoint directory, train anyway into a private temporary one: every save,
+    summary and export runs as usual and the result line names files that exist. Nothing
+    there is shared or survives the pod, so a restart cannot resume: say so, once."""
+    scratch = Path(tempfile.mkdtemp(prefix="tfjob-checkpoints-"))
+    written = "checkpoints and TensorBoard logs"
+    if not opts.export_dir_given:
+        written = "checkpoints, TensorBoard logs and the export"
+    log.warning(
+        "no checkpoint directory (--checkpoint-dir or TFJOB_CHECKPOINT_DIR): %s go to the "
+        "temporary %s, so a restarted replica starts again from step 0 and cannot resume",
+        written,
+        scratch,
+    )
+    return opts.with_checkpoint_dir(scratch)
 
 
 def run(opts: options.Options, task: config.Task | None, strategy: str) -> dict[str, Any] | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +30,16 @@ class Options:
     cpu_devices: int
     peer_timeout: float
     eval_timeout: float
+    export_dir_given: bool = False
 
     @property
     def has_checkpoint_dir(self) -> bool:
         return str(self.checkpoint_dir) not in ("", ".")
+
+    def with_checkpoint_dir(self, directory: Path) -> Options:
+        """The same options writing to `directory`; the export follows unless set apart."""
+        export_dir = self.export_dir if self.export_dir_given else directory / "export"
+        return replace(self, checkpoint_dir=directory, export_dir=export_dir)
 
     @property
     def log_dir(self) -> Path:
@@ -118,7 +124,7 @@ def parse(argv: list[str] | None = None) -> Options:
         if getattr(args, flag) < 1:
             raise ValueError(f"--{flag.replace('_', '-')} must be at least 1")
     # Parameter servers and serving workers get no checkpoint volume: "" stands for none, and
-    # the roles that need one check for it (`needs_checkpoints`).
+    # the roles that write checkpoints get a temporary one (`__main__.writes_checkpoints`).
     ckpt = Path(args.checkpoint_dir or "")
     return Options(
         checkpoint_dir=ckpt,
@@ -138,4 +144,5 @@ def parse(argv: list[str] | None = None) -> Options:
         cpu_devices=args.cpu_devices,
         peer_timeout=args.peer_timeout,
         eval_timeout=args.eval_timeout,
+        export_dir_given=bool(args.export_dir),
     )

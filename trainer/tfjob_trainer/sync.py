@@ -12,7 +12,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from . import common
+from . import TaskFailed, common
 from .config import Task
 from .data import Files
 from .options import Options
@@ -39,10 +39,43 @@ def mirrored(opts: Options, files: Files) -> dict[str, Any]:
     return train(strategy, opts, files, is_chief=True, name="mirrored")
 
 
+# How a lost peer surfaces in a collective: its connection resets (Unavailable), or the
+# coordination service, whose heartbeats MultiWorkerMirroredStrategy turns on, finds it silent
+# (Unavailable, DeadlineExceeded) and aborts every collective; ops in flight end Cancelled.
+PEER_ERRORS = (
+    tf.errors.UnavailableError,
+    tf.errors.DeadlineExceededError,
+    tf.errors.CancelledError,
+    tf.errors.AbortedError,
+)
+_ABORTED_BY = "Collective ops is aborted by:"
+_NOT_CAUSE = ("Additional GRPC", "The error could", "The tasks have", "\t", "[[")
+
+
 def multi_worker(opts: Options, files: Files, task: Task) -> dict[str, Any]:
     """Every worker (and the chief, if any) trains; the chief saves for real."""
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
-    return train(strategy, opts, files, is_chief=task.is_chief, name="multi-worker-mirrored")
+    try:
+        return train(strategy, opts, files, is_chief=task.is_chief, name="multi-worker-mirrored")
+    except PEER_ERRORS as e:
+        raise TaskFailed(
+            f"lost a peer ({abort_cause(e)}): synchronous training needs every worker, so "
+            "this one stops too"
+        ) from e
+
+
+def abort_cause(error: tf.errors.OpError) -> str:
+    """TensorFlow's reason for aborting the collectives, on one line (its message spans many)."""
+    lines = error.message.splitlines()
+    for i, line in enumerate(lines):
+        if _ABORTED_BY in line:
+            cause = [line.split(_ABORTED_BY, 1)[1].strip()]
+            for more in filter(str.strip, lines[i + 1 :]):
+                if more.startswith(_NOT_CAUSE):
+                    break
+                cause.append(more.strip())
+            return " ".join(cause)
+    return type(error).__name__
 
 
 def _boundary(current: int, every: int) -> int:

@@ -1,0 +1,138 @@
+"""mnist-ps on the real node: `kubectl apply` → first training step and → Succeeded, beside
+`tfjob run` of the same manifest, plus the time `make cluster` takes to come up.
+
+The cluster is what `make cluster` starts (tests/support/cluster.py): the images built from the
+Dockerfile, containerd + kubelet + kube-scheduler + kube-proxy, the operator from its Helm chart
+in a pod. Needs root. Run: `python benchmarks/real_node.py --runs 3 --steps 300`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from apply_to_success import CLUSTER_PHASES, one_local_run, table  # noqa: E402
+
+from tests.support.cluster import Cluster, running  # noqa: E402
+from tests.support.jobs import example  # noqa: E402
+from tfjob_operator.localrun import result_of  # noqa: E402
+
+STEP = re.compile(r"^step \d+", re.MULTILINE)
+POLL = 0.1
+DEADLINE = 900
+
+
+def one_real_run(cluster: Cluster, extra: list[str]) -> dict[str, float]:
+    """Apply mnist-ps in a fresh namespace; time each phase from the API and the chief's log."""
+    ns = f"bench-{uuid.uuid4().hex[:6]}"
+    cluster.kubectl("create", "namespace", ns)
+    job = example("mnist-ps", "mnist-ps", extra)
+    pods = [
+        f"mnist-ps-{rt.lower()}-{i}"
+        for rt, rs in job["spec"]["tfReplicaSpecs"].items()
+        for i in range(rs.get("replicas", 1))
+    ]
+    chief = "mnist-ps-chief-0"
+
+    def get(*args: str) -> dict:
+        proc = cluster.kubectl("get", *args, "-n", ns, "-o", "json", check=False)
+        return json.loads(proc.stdout) if proc.returncode == 0 else {}
+
+    def running_pods() -> bool:
+        found = {p["metadata"]["name"]: p for p in get("pods").get("items", [])}
+        return all(
+            name in found
+            and any(
+                "running" in cs["state"]
+                for cs in found[name]["status"].get("containerStatuses") or []
+            )
+            for name in pods
+        )
+
+    def chief_log() -> str:
+        return cluster.kubectl("logs", "-n", ns, chief, check=False).stdout
+
+    def succeeded() -> bool:
+        conds = get("tfjob", "mnist-ps").get("status", {}).get("conditions") or []
+        true = {c["type"] for c in conds if c["status"] == "True"}
+        if "Failed" in true:
+            raise RuntimeError(f"mnist-ps failed: {conds}")
+        return "Succeeded" in true
+
+    at: dict[str, float] = {}
+    log = ""
+    t0 = time.monotonic()
+    subprocess.run(
+        [str(cluster.tools.kubectl), "--kubeconfig", str(cluster.kubeconfig), "apply", "-n", ns,
+         "-f", "-"],
+        input=yaml.safe_dump(job), check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    at["applied"] = time.monotonic() - t0
+
+    def first_step() -> bool:
+        nonlocal log
+        log = chief_log()
+        return bool(STEP.search(log))
+
+    checks = [
+        ("children", lambda: len(get("statefulsets").get("items", [])) == 3),
+        ("pods", lambda: len(get("pods").get("items", [])) == len(pods)),
+        ("running", running_pods),
+        ("first_step", first_step),
+        ("succeeded", succeeded),
+    ]
+    for key, check in checks:
+        while not check():
+            if time.monotonic() - t0 > DEADLINE:
+                raise TimeoutError(f"{key} not reached in {DEADLINE}s")
+            time.sleep(POLL)
+        at[key] = time.monotonic() - t0
+    result = result_of(log.splitlines()[-1]) if log else None
+    cluster.kubectl("delete", "namespace", ns, "--wait=false")
+    at["test_accuracy"] = (result or {}).get("test_accuracy") or float("nan")
+    return at
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=300, help="the example's --steps")
+    a = parser.parse_args()
+    extra = [f"--steps={a.steps}"]
+    with running() as cluster:
+        bring_up = dict(cluster.timings)
+        real = [one_real_run(cluster, extra) for _ in range(a.runs)]
+    work = Path(tempfile.mkdtemp(prefix="tfjob-bench-node-"))
+    local = [one_local_run(work, extra) for _ in range(a.runs)]
+    print("\n`make cluster` bring-up, this run (seconds):\n")
+    print("| part | s |\n|---|---|")
+    for part, seconds in bring_up.items():
+        print(f"| {part} | {seconds:.1f} |")
+    accuracy = [("test_accuracy", "chief's test accuracy")]
+    table(
+        f"mnist-ps (--steps={a.steps}) on the real node, seconds from `kubectl apply`:",
+        [*CLUSTER_PHASES, *accuracy],
+        real,
+    )
+    table(
+        f"mnist-ps (--steps={a.steps}) with `tfjob run`, seconds from its start:",
+        [("first_step", "chief's first training step"), ("succeeded", "exited 0"), *accuracy],
+        local,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""`make cluster`: a real one-node cluster on this machine, with the operator installed from its
+Helm chart and both images built from the Dockerfile, for trying TFJobs as on any cluster.
+
+    python -m tests.support.cluster up     # stays in the foreground; Ctrl-C tears down
+    python -m tests.support.cluster down   # from another shell, or after a crash
+
+Ctrl-C, SIGTERM and SIGHUP all tear everything down (see `node.teardown`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+from tests.support import images
+from tests.support.node import Node, NodeError, leftovers, state_dir, teardown
+from tests.support.tools import Tools, ensure_tools
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "tfjob-operator"
+RELEASE = "tfjob-operator"
+NAMESPACE = "tfjob-system"
+
+
+@dataclass
+class Cluster:
+    node: Node
+    tools: Tools
+    timings: dict[str, float]
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.node.kubeconfig
+
+    def kubectl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return _tool(self.tools.kubectl, self.kubeconfig, *args, check=check)
+
+    def helm(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return _tool(self.tools.helm, self.kubeconfig, *args)
+
+
+def _tool(binary: Path, kubeconfig: Path, *args: str, check: bool = True):
+    proc = subprocess.run(
+        [str(binary), "--kubeconfig", str(kubeconfig), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if check and proc.returncode != 0:
+        raise NodeError(f"{binary.name} {' '.join(args)} failed: {proc.stderr.strip()}")
+    return proc
+
+
+def start(directory: Path | None = None) -> Cluster:
+    """Images, node, then the chart: returns once the operator pod is Ready."""
+    timings: dict[str, float] = {}
+    t0 = time.monotonic()
+    tools = ensure_tools()
+    built = images.build_all()
+    timings["images"] = time.monotonic() - t0
+    node = Node(directory)
+    node.up([image.archive for image in built])
+    timings.update({f"node: {k}": v for k, v in node.timings.items()})
+    cluster = Cluster(node, tools, timings)
+    try:
+        t1 = time.monotonic()
+        # The chart as users install it: its own image names and tags, pulled if not present.
+        cluster.helm(
+            "install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--create-namespace",
+            "--wait", "--timeout", "5m",
+        )  # fmt: skip
+        cluster.kubectl(
+            "wait", "--for=condition=Available", "deployment", "--all", "-n", NAMESPACE,
+            "--timeout=120s",
+        )  # fmt: skip
+        timings["helm install to operator Ready"] = time.monotonic() - t1
+    except BaseException:
+        node.down()
+        raise
+    timings["total"] = time.monotonic() - t0
+    return cluster
+
+
+@contextlib.contextmanager
+def running(directory: Path | None = None) -> Iterator[Cluster]:
+    cluster = start(directory)
+    try:
+        yield cluster
+    finally:
+        cluster.node.down()
+
+
+class _Stop(BaseException):
+    pass
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    raise _Stop(signal.Signals(signum).name)
+
+
+def _up() -> int:
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _stop)
+    holder = state_dir() / "cluster.pid"
+    try:
+        with running() as cluster:
+            holder.write_text(str(os.getpid()))
+            kubeconfig = cluster.kubeconfig
+            print(
+                f"\nA one-node cluster is up ({cluster.timings['total']:.0f} s), the operator "
+                f"running from the chart in {NAMESPACE}. In another shell:\n\n"
+                f"  export KUBECONFIG={kubeconfig}\n"
+                f"  export PATH={cluster.tools.kubectl.parent}:$PATH\n"
+                "  kubectl apply -f manifests/examples/mnist-ps.yaml\n"
+                "  kubectl get tfj -w\n"
+                "  kubectl logs -f mnist-ps-chief-0\n\n"
+                "Ctrl-C here (or make cluster-down) removes everything.",
+                flush=True,
+            )
+            signal.pause()
+    except _Stop as e:
+        print(f"\n{e}: tearing down", flush=True)
+    except NodeError as e:
+        print(f"make cluster: {e}", file=sys.stderr)
+        return 1
+    finally:
+        holder.unlink(missing_ok=True)
+    left = leftovers()
+    print("removed everything" if not left else f"left behind: {left}", flush=True)
+    return 0 if not left else 1
+
+
+def _down() -> int:
+    holder = state_dir() / "cluster.pid"
+    if holder.exists():
+        pid = int(holder.read_text())
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 180
+            while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+                time.sleep(0.2)
+    teardown()
+    left = leftovers()
+    print("removed everything" if not left else f"left behind: {left}")
+    return 0 if not left else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.support.cluster")
+    parser.add_argument("command", choices=["up", "down"])
+    args = parser.parse_args(argv)
+    return _up() if args.command == "up" else _down()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

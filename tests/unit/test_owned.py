@@ -1,0 +1,32 @@
+"""What the operator reads from the StatefulSets it owns."""
+
+from __future__ import annotations
+
+from tests.support.jobs import pod
+from tfjob_operator.owned import StatefulSetObservation, lacking, observe_statefulset
+from tfjob_operator.pods import observe
+
+OURS = {"tfjob.dev/job-name": "mnist", "app.kubernetes.io/managed-by": "tfjob-operator"}
+
+
+def sts(name: str, replicas: int | None, labels: dict[str, str] = OURS) -> dict:
+    spec = {} if replicas is None else {"replicas": replicas}
+    return {"metadata": {"name": name, "uid": f"uid-{name}", "labels": labels}, "spec": spec}
+
+
+def test_observe_statefulset_keeps_name_uid_and_replicas():
+    assert observe_statefulset(sts("mnist-worker", 2)) == StatefulSetObservation(
+        "mnist-worker", "uid-mnist-worker", 2
+    )
+    assert observe_statefulset(sts("mnist-ps", None)).replicas == 0
+    assert observe_statefulset(sts("x", 1, {"tfjob.dev/job-name": "mnist"})) is None
+
+
+def test_statefulsets_lacking_pods():
+    sets = [
+        StatefulSetObservation("mnist-worker", "u1", 2),
+        StatefulSetObservation("mnist-ps", "u2", 1),
+        StatefulSetObservation("mnist-chief", "u3", 0),
+    ]
+    pods = [observe(pod("mnist", "worker", 0)), observe(pod("mnist", "ps", 0))]
+    assert [s.name for s in lacking("mnist", sets, pods)] == ["mnist-worker"]
