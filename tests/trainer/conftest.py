@@ -26,8 +26,13 @@ FAST = [
 def make_job(tmp_path) -> Iterator[Callable[..., Job]]:
     jobs: list[Job] = []
 
-    def make(replicas: dict[str, int], *args: str, checkpoints: bool = True) -> Job:
-        job = Job(tmp_path, replicas, [*FAST, *args], checkpoints)
+    def make(
+        replicas: dict[str, int],
+        *args: str,
+        checkpoints: bool = True,
+        unmounted: frozenset[str] = frozenset(),
+    ) -> Job:
+        job = Job(tmp_path, replicas, [*FAST, *args], checkpoints, unmounted)
         jobs.append(job)
         return job
 

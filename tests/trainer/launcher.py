@@ -53,14 +53,22 @@ class Proc:
 class Job:
     """One job's processes. `replicas` maps task type (chief, ps, worker, evaluator) to count.
     Every task gets TFJOB_CHECKPOINT_DIR, as from a job's volume, unless `checkpoints` is
-    False (a job without one)."""
+    False (a job without one). Tasks of the types in `unmounted` run in a mount namespace of
+    their own where an empty tmpfs hides the checkpoint directory, as a pod without the volume
+    (root only)."""
 
     def __init__(
-        self, workdir: Path, replicas: dict[str, int], args: list[str], checkpoints: bool = True
+        self,
+        workdir: Path,
+        replicas: dict[str, int],
+        args: list[str],
+        checkpoints: bool = True,
+        unmounted: frozenset[str] = frozenset(),
     ) -> None:
         self.workdir, self.args = workdir, args
         self.checkpoint_dir = workdir / "checkpoints"
         self.checkpoints = checkpoints
+        self.unmounted = unmounted
         self.replicas = replicas
         ports = iter(free_ports(sum(replicas.values())))
         self.cluster = {
@@ -92,9 +100,15 @@ class Job:
         }
         if self.checkpoints:
             env["TFJOB_CHECKPOINT_DIR"] = str(self.checkpoint_dir)
+        argv = [sys.executable, "-m", "tfjob_trainer", *self.args, *(extra or [])]
+        if task_type in self.unmounted:
+            self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+            hide = 'mount -t tmpfs tmpfs "$0" && exec "$@"'
+            argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", hide,
+                    str(self.checkpoint_dir), *argv]  # fmt: skip
         with open(log, "wb") as out:
             popen = subprocess.Popen(
-                [sys.executable, "-m", "tfjob_trainer", *self.args, *(extra or [])],
+                argv,
                 env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import tensorflow as tf
 
@@ -32,6 +34,27 @@ def test_trains_to_the_target_step_and_resumes_after_a_whole_job_restart(make_jo
     assert f"at step {first['steps']}" in job.procs["chief-0"].output()
     assert second["steps"] >= 260
     assert second["trained_steps"] == second["steps"] - first["steps"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="hiding a directory takes a mount namespace (root)")
+def test_parameter_servers_need_no_checkpoint_volume(make_job):
+    """A TFJob mounts the checkpoint volume everywhere but on the parameter servers: the chief
+    alone reads and writes the checkpoint files, also when it restores."""
+    job = make_job(
+        {"chief": 1, "worker": 1, "ps": 1},
+        "--strategy", "parameter-server", "--steps", "30",
+        unmounted=frozenset({"ps"}),
+    )  # fmt: skip
+    job.start_all()
+    first = job.wait("chief-0", 300).result()
+    assert job.procs["chief-0"].popen.returncode == 0, job.procs["chief-0"].tail()
+    assert tf.train.latest_checkpoint(str(job.checkpoint_dir)).endswith(f"-{first['steps']}")
+    job.stop_all()
+    job.args[job.args.index("--steps") + 1] = "40"
+    job.start_all()
+    second = job.wait("chief-0", 300).result()
+    assert f"at step {first['steps']}" in job.procs["chief-0"].output()
+    assert second["steps"] >= 40
 
 
 def test_chief_finishes_when_a_worker_dies(make_job):

@@ -108,7 +108,12 @@ def test_accuracy(model: keras.Model, files: Files, batch: int = 2000) -> float:
 
 
 class Checkpoints:
-    """The step counter, model and optimizer, in a CheckpointManager directory."""
+    """The step counter, model and optimizer, in a CheckpointManager directory.
+
+    `io_device` names the one task that reads and writes the files. Without it, TensorFlow
+    saves each variable's shard from the task that holds it: under parameter servers, the ps
+    tasks, which have no checkpoint volume (a TFJob mounts it everywhere but on them).
+    """
 
     def __init__(
         self,
@@ -117,7 +122,9 @@ class Checkpoints:
         model: keras.Model,
         optimizer: keras.optimizers.Optimizer,
         max_to_keep: int = 3,
+        io_device: str | None = None,
     ) -> None:
+        self.options = tf.train.CheckpointOptions(experimental_io_device=io_device)
         self.checkpoint = tf.train.Checkpoint(step=step, model=model, optimizer=optimizer)
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, str(directory), max_to_keep=max_to_keep
@@ -128,12 +135,12 @@ class Checkpoints:
         """Restore the newest checkpoint; return the step to continue from."""
         path = latest or self.manager.latest_checkpoint
         if path:
-            self.checkpoint.restore(path).expect_partial()
+            self.checkpoint.restore(path, options=self.options).expect_partial()
             log.info("restored %s at step %d", path, int(self.step.numpy()))
         return int(self.step.numpy())
 
     def save(self) -> str:
-        return self.manager.save(checkpoint_number=int(self.step.numpy()))
+        return self.manager.save(checkpoint_number=int(self.step.numpy()), options=self.options)
 
 
 @dataclass

@@ -42,7 +42,8 @@ def run(opts: Options, files: Files | None, task: Task) -> dict[str, Any] | None
     _wait_listening(task, opts.peer_timeout)
     strategy = tf.distribute.ParameterServerStrategy(resolver)
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
-    return coordinate(opts, files, strategy, coordinator)
+    io_device = f"/job:{task.type}/replica:0/task:{task.index}/device:CPU:0"
+    return coordinate(opts, files, strategy, coordinator, io_device)
 
 
 def _wait_listening(task: Task, timeout: float) -> None:
@@ -68,12 +69,15 @@ def coordinate(
     files: Files,
     strategy: tf.distribute.ParameterServerStrategy,
     coordinator: tf.distribute.coordinator.ClusterCoordinator,
+    io_device: str | None = None,
 ) -> dict[str, Any]:
+    """Train as the coordinator; checkpoints are read and written on `io_device` (the
+    coordinator's own CPU), so the parameter servers need no access to the directory."""
     with strategy.scope():
         model = common.build_model(opts.model, opts.hidden_units)
         optimizer = common.build_optimizer(opts, model)
         step = tf.Variable(0, dtype=tf.int64, trainable=False)
-    ckpts = common.Checkpoints(opts.checkpoint_dir, step, model, optimizer)
+    ckpts = common.Checkpoints(opts.checkpoint_dir, step, model, optimizer, io_device=io_device)
     start_step = ckpts.restore()
 
     def per_worker_dataset() -> tf.data.Dataset:
