@@ -87,12 +87,19 @@ def one_real_run(cluster: Cluster, extra: list[str]) -> dict[str, float]:
         log = chief_log()
         return bool(STEP.search(log))
 
+    def succeeded_with_log() -> bool:
+        # The chief's log is read until the job ends: its result line is the last it prints,
+        # and the pod goes at the scale-down that follows success.
+        nonlocal log
+        log = chief_log() or log
+        return succeeded()
+
     checks = [
         ("children", lambda: len(get("statefulsets").get("items", [])) == 3),
         ("pods", lambda: len(get("pods").get("items", [])) == len(pods)),
         ("running", running_pods),
         ("first_step", first_step),
-        ("succeeded", succeeded),
+        ("succeeded", succeeded_with_log),
     ]
     for key, check in checks:
         while not check():
@@ -100,7 +107,7 @@ def one_real_run(cluster: Cluster, extra: list[str]) -> dict[str, float]:
                 raise TimeoutError(f"{key} not reached in {DEADLINE}s")
             time.sleep(POLL)
         at[key] = time.monotonic() - t0
-    result = result_of(log.splitlines()[-1]) if log else None
+    result = result_of(log)
     cluster.kubectl("delete", "namespace", ns, "--wait=false")
     at["test_accuracy"] = (result or {}).get("test_accuracy") or float("nan")
     return at

@@ -22,6 +22,7 @@ import yaml
 from tests.support import node as node_mod
 from tests.support.cluster import NAMESPACE, Cluster, start
 from tests.support.kube import wait_for
+from tfjob_operator import naming
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "manifests" / "examples"
@@ -154,8 +155,7 @@ def test_mnist_ps_example_trains_to_succeeded_on_the_volume(
         "mnist-ps Succeeded",
     )
     assert not condition(status, "Failed")
-    claim = get(cluster, "tfjob", "mnist-ps", "-n", namespace)["spec"]["checkpoint"]["claimName"]
-    pvc = get(cluster, "pvc", claim, "-n", namespace)
+    pvc = get(cluster, "pvc", naming.checkpoint_claim_name("mnist-ps"), "-n", namespace)
     assert pvc["status"]["phase"] == "Bound"
     pv = get(cluster, "pv", pvc["spec"]["volumeName"])
     volume = Path(pv["spec"]["hostPath"]["path"])
@@ -174,7 +174,7 @@ def test_gpu_example_schedules_against_the_advertised_capacity(
     apply(cluster, text, namespace)
     pod = wait_for(
         lambda: (
-            (p := get(cluster, "pod", "mnist-multi-gpu-worker-0", "-n", namespace))
+            (p := find(cluster, "pod", "mnist-multi-gpu-worker-0", "-n", namespace))
             and p["status"].get("phase") in ("Running", "Succeeded")
             and p
         ),
