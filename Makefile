@@ -12,7 +12,7 @@ help:
 	@echo "make unit   - unit tests only (no control plane)"
 	@echo "make up     - a local kube-apiserver + controller-manager with the CRD, for trying things"
 	@echo "make generate - regenerate the CRD and RBAC manifests (manifests/, the chart)"
-	@echo "make bench  - benchmarks on the real control plane (the second one needs root)"
+	@echo "make bench  - benchmarks on the real control plane and the real node (the last one needs root)"
 	@echo "make e2e    - build both images and run them on a kind cluster (needs docker, kind, kubectl, helm)"
 	@echo "make images - build both images here with podman, on a local Debian base (root; cached)"
 	@echo "make cluster - a real one-node cluster here, the operator installed by helm (root; Ctrl-C ends)"
@@ -53,9 +53,9 @@ generate: venv
 
 bench: setup
 	$(PY) benchmarks/create_jobs.py
-	$(PY) benchmarks/apply_to_success.py
+	$(PY) benchmarks/real_node.py
 
-e2e:
+e2e: venv
 	bash tests/e2e/kind.sh
 
 images: venv

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -22,9 +23,6 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from apply_to_success import CLUSTER_PHASES, one_local_run, table  # noqa: E402
 
 from tests.support.cluster import Cluster, running  # noqa: E402
 from tests.support.jobs import example  # noqa: E402
@@ -33,6 +31,16 @@ from tfjob_operator.localrun import result_of  # noqa: E402
 STEP = re.compile(r"^step \d+", re.MULTILINE)
 POLL = 0.1
 DEADLINE = 900
+
+# The phases of one run, in the order they happen, as (key, row label).
+CLUSTER_PHASES = [
+    ("applied", "kubectl apply returned"),
+    ("children", "StatefulSets + Services exist"),
+    ("pods", "all pods exist"),
+    ("running", "all containers running"),
+    ("first_step", "chief's first training step"),
+    ("succeeded", "TFJob Succeeded"),
+]
 
 
 def one_real_run(cluster: Cluster, extra: list[str]) -> dict[str, float]:
@@ -111,6 +119,47 @@ def one_real_run(cluster: Cluster, extra: list[str]) -> dict[str, float]:
     cluster.kubectl("delete", "namespace", ns, "--wait=false")
     at["test_accuracy"] = (result or {}).get("test_accuracy") or float("nan")
     return at
+
+
+def one_local_run(workdir: Path, extra: list[str]) -> dict[str, float]:
+    """The same manifest through `tfjob run`: local processes on 127.0.0.1, no cluster."""
+    workdir = workdir / f"local-{uuid.uuid4().hex[:6]}"  # no checkpoint from an earlier run
+    workdir.mkdir()
+    path = workdir / "mnist-ps.yaml"
+    path.write_text(yaml.safe_dump(example("mnist-ps", "mnist-ps", extra)))
+    at: dict[str, float] = {}
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tfjob_operator.cli", "run", str(path), "--workdir", str(workdir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "first_step" not in at and line.startswith("[chief-0] step "):
+            at["first_step"] = time.monotonic() - t0
+        result = result_of(line.removeprefix("[chief-0] ")) if "[chief-0]" in line else None
+        if result is not None:
+            at["trainer_first_step"] = result.get("first_step_sec") or float("nan")
+            at["test_accuracy"] = result.get("test_accuracy") or float("nan")
+    if proc.wait() != 0:
+        raise RuntimeError(f"tfjob run exited {proc.returncode}")
+    at["succeeded"] = time.monotonic() - t0
+    return at
+
+
+def table(title: str, rows: list[tuple[str, str]], runs: list[dict[str, float]]) -> None:
+    head = ["measure", *[f"run {i + 1}" for i in range(len(runs))], "median"]
+    print(f"\n{title}\n")
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for key, label in rows:
+        values = [r.get(key, float("nan")) for r in runs]
+        unit = "" if key == "test_accuracy" else " s"
+        fmt = "{:.3f}" if key == "test_accuracy" else "{:.2f}"
+        cells = [fmt.format(v) + unit for v in [*values, statistics.median(values)]]
+        print(f"| {label} | " + " | ".join(cells) + " |")
 
 
 def main() -> None:

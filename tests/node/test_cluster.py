@@ -1,5 +1,7 @@
-"""What a cluster user does, on a real node: the images built from the Dockerfile, the operator
-installed by its Helm chart and running in a pod, the shipped examples applied with kubectl.
+"""What a cluster user does, end to end: the images built from the Dockerfile, the operator
+installed by its Helm chart and running in a pod, the shipped examples applied with kubectl,
+and the disturbances any cluster has (a pod deleted, the operator's pod replaced, a node
+cordoned). Everything here goes through kubectl, so it runs on kind too (tests/e2e/kind.sh).
 
 The node (tests/support/node.py) is containerd + runc, kubelet, kube-scheduler and kube-proxy,
 with a CNI bridge, cluster DNS and a volume provisioner; `make cluster` brings up the same.
@@ -7,109 +9,71 @@ with a CNI bridge, cluster DNS and a volume provisioner; `make cluster` brings u
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import socket
 import subprocess
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.support import node as node_mod
-from tests.support.cluster import NAMESPACE, Cluster, start
+from tests.node.helpers import (
+    POD_WAIT,
+    TRAIN_WAIT,
+    assert_scaled_down,
+    children,
+    claim_files,
+    conditions,
+    container,
+    fast_job,
+    follow,
+    has_exited,
+    is_true,
+    leader,
+    newest_step,
+    pod,
+    wait_ended,
+)
+from tests.support.cluster import NAMESPACE, Cluster
+from tests.support.jobs import example
 from tests.support.kube import wait_for
 from tfjob_operator import naming
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "manifests" / "examples"
-TRAIN_WAIT = 600  # a few hundred MNIST steps on 2 shared cores, plus TensorFlow's start-up
-POD_WAIT = 180
+UNDISTURBED = [("Created", "True"), ("Running", "False"), ("Succeeded", "True")]
 
 pytestmark = pytest.mark.node
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    reason = node_mod.missing_prerequisites()
-    if reason:
-        pytest.skip(reason)
-    before = node_mod.read_sysctls()
-    c = start()
-    try:
-        yield c
-    finally:
-        c.node.down()
-    assert node_mod.leftovers() == []
-    assert node_mod.read_sysctls() == before
+def operator_pods(cluster: Cluster) -> list[str]:
+    """The names of the operator's pods that are not going away."""
+    pods = cluster.get("pods", "-n", NAMESPACE)["items"]
+    return [p["metadata"]["name"] for p in pods if not p["metadata"].get("deletionTimestamp")]
 
 
-def example(name: str, **replace: str) -> str:
-    """A shipped example as text, with the overrides README documents (e.g. a lower step count:
-    `sed 's/--steps=2000/--steps=300/' manifests/examples/mnist-ps.yaml | kubectl apply -f -`)."""
-    text = (EXAMPLES / name).read_text()
-    for old, new in replace.items():
-        assert old in text, f"{name} has no {old!r}"
-        text = text.replace(old, new)
-    return text
-
-
-def apply(cluster: Cluster, text: str, namespace: str) -> None:
-    proc = subprocess.run(
-        [str(cluster.tools.kubectl), "--kubeconfig", str(cluster.kubeconfig), "apply",
-         "-n", namespace, "-f", "-"],
-        input=text, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-
-
-def get(cluster: Cluster, *args: str) -> dict:
-    return json.loads(cluster.kubectl("get", *args, "-o", "json").stdout)
-
-
-def find(cluster: Cluster, *args: str) -> dict:
-    """Like `get`, but {} while the object does not exist yet."""
-    proc = cluster.kubectl("get", *args, "-o", "json", check=False)
-    return json.loads(proc.stdout) if proc.returncode == 0 else {}
-
-
-def tfjob_state(cluster: Cluster, name: str, namespace: str) -> dict:
-    return find(cluster, "tfjob", name, "-n", namespace).get("status") or {}
-
-
-def condition(status: dict, kind: str) -> bool:
-    return any(c["type"] == kind and c["status"] == "True" for c in status.get("conditions") or [])
-
-
-@pytest.fixture
-def namespace(cluster: Cluster, request) -> Iterator[str]:
-    name = re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:40].strip("-")
-    cluster.kubectl("create", "namespace", name)
-    yield name
-    cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+def operator_pod(cluster: Cluster) -> dict:
+    names = operator_pods(cluster)
+    assert len(names) == 1, names
+    return cluster.get("pod", names[0], "-n", NAMESPACE)
 
 
 def test_operator_runs_from_the_chart_ready_with_metrics(cluster: Cluster) -> None:
-    pods = get(cluster, "pods", "-n", NAMESPACE)["items"]
-    assert len(pods) == 1
-    pod = pods[0]
-    ready = [c for c in pod["status"]["conditions"] if c["type"] == "Ready"]
+    pod_ = operator_pod(cluster)
+    ready = [c for c in pod_["status"]["conditions"] if c["type"] == "Ready"]
     assert ready and ready[0]["status"] == "True"
-    container = pod["spec"]["containers"][0]
-    assert container["image"] == "tfjob-operator/operator:0.1.0"
-    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
-    assert pod["spec"]["serviceAccountName"] != "default"
-    assert pod["status"]["containerStatuses"][0]["restartCount"] == 0
+    spec = pod_["spec"]["containers"][0]
+    assert spec["image"].startswith("tfjob-operator/operator:")
+    assert spec["readinessProbe"]["httpGet"]["path"] == "/healthz"
+    assert pod_["spec"]["serviceAccountName"] != "default"
     # /metrics through kubectl port-forward, as a user would look.
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     forward = subprocess.Popen(
         [str(cluster.tools.kubectl), "--kubeconfig", str(cluster.kubeconfig), "port-forward",
-         "-n", NAMESPACE, f"pod/{pod['metadata']['name']}", f"{port}:metrics"],
+         "-n", NAMESPACE, f"pod/{pod_['metadata']['name']}", f"{port}:metrics"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
@@ -128,71 +92,73 @@ def test_operator_runs_from_the_chart_ready_with_metrics(cluster: Cluster) -> No
         forward.wait(10)
 
 
-def test_mnist_ps_example_trains_to_succeeded_on_the_volume(
-    cluster: Cluster, namespace: str
+@pytest.mark.parametrize("file", ["mnist-ps", "mnist-sync"])
+def test_example_trains_to_succeeded_on_the_volume(
+    cluster: Cluster, namespace: str, file: str
 ) -> None:
-    apply(cluster, example("mnist-ps.yaml", **{"--steps=2000": "--steps=300"}), namespace)
-    chief = "mnist-ps-chief-0"
+    """The shipped example with only its step count lowered, as README shows."""
+    text = (EXAMPLES / f"{file}.yaml").read_text()
+    steps = re.search(r"--steps=(\d+)", text)
+    assert steps, f"{file} sets no --steps"
+    cluster.apply(text.replace(steps.group(0), "--steps=300"), namespace)
+    first = leader(yaml.safe_load(text))
     wait_for(
-        lambda: (
-            find(cluster, "pod", chief, "-n", namespace).get("status", {}).get("phase") == "Running"
-        ),
+        lambda: pod(cluster, first, namespace).get("status", {}).get("phase") == "Running",
         POD_WAIT,
-        "the chief running",
+        f"{first} running",
     )
-    # Follow the chief's log as a user does, until its container ends.
-    logs = subprocess.run(
+    # Follow the leader's log as a user does, until its container ends.
+    log = subprocess.run(
         [str(cluster.tools.kubectl), "--kubeconfig", str(cluster.kubeconfig), "logs", "-f",
-         "-n", namespace, chief],
+         "-n", namespace, first],
         capture_output=True, text=True, timeout=TRAIN_WAIT,
     ).stdout  # fmt: skip
-    assert re.search(r"^step \d+, loss = ", logs, re.M), logs[-2000:]
-    status = wait_for(
-        lambda: (
-            (s := tfjob_state(cluster, "mnist-ps", namespace)) and condition(s, "Succeeded") and s
-        ),
-        TRAIN_WAIT,
-        "mnist-ps Succeeded",
-    )
-    assert not condition(status, "Failed")
-    pvc = get(cluster, "pvc", naming.checkpoint_claim_name("mnist-ps"), "-n", namespace)
-    assert pvc["status"]["phase"] == "Bound"
-    pv = get(cluster, "pv", pvc["spec"]["volumeName"])
-    volume = Path(pv["spec"]["hostPath"]["path"])
-    checkpoints = list(volume.rglob("checkpoint")) + list(volume.rglob("*.index"))
-    assert checkpoints, sorted(map(str, volume.rglob("*")))[:50]
-    model = next(volume.rglob("export/model.keras"), None)
-    assert model is not None and model.stat().st_size > 0
-    # Written by the trainer image's user, not root.
-    assert model.stat().st_uid == 65532
+    assert newest_step(log) == 300, log[-2000:]
+    assert "TFJOB_RESULT" in log, log[-2000:]
+    status = wait_ended(cluster, file, namespace)
+    assert conditions(status) == UNDISTURBED, status
+    assert not status.get("failure"), status
+    claim = naming.checkpoint_claim_name(file)
+    assert cluster.get("pvc", claim, "-n", namespace)["status"]["phase"] == "Bound"
+    assert_scaled_down(cluster, file, namespace)
+    files = claim_files(cluster, claim, namespace)
+    assert "checkpoint" in files and any(p.endswith(".index") for p in files), sorted(files)
+    assert any(p.startswith("logs/train/events.out.tfevents.") for p in files), sorted(files)
+    # The export, written by the trainer image's user, not root.
+    uid, size = files["export/model.keras"]
+    assert uid == 65532 and size > 0
+    # Deleting the TFJob takes its children with it (owner references, no finalizer).
+    assert len(children(cluster, file, namespace)) >= 3
+    cluster.kubectl("delete", "tfjob", file, "-n", namespace, "--timeout=120s")
+    wait_for(lambda: not children(cluster, file, namespace), 120, f"{file}'s children gone")
 
 
 def test_gpu_example_schedules_against_the_advertised_capacity(
     cluster: Cluster, namespace: str
 ) -> None:
-    text = example("mnist-multi-gpu.yaml", **{"--steps=2000": "--steps=20"})
-    apply(cluster, text, namespace)
-    pod = wait_for(
+    body = example("mnist-multi-gpu", "mnist-multi-gpu", ["--steps=20"])
+    cluster.apply(body, namespace)
+    started = wait_for(
         lambda: (
-            (p := find(cluster, "pod", "mnist-multi-gpu-worker-0", "-n", namespace))
+            (p := pod(cluster, "mnist-multi-gpu-worker-0", namespace))
             and p["status"].get("phase") in ("Running", "Succeeded")
             and p
         ),
         POD_WAIT,
         "the GPU worker started",
     )
-    assert pod["spec"]["nodeName"] == node_mod.NODE_NAME
-    limits = pod["spec"]["containers"][0]["resources"]["limits"]
-    assert limits["nvidia.com/gpu"] == str(node_mod.GPUS)
+    limits = started["spec"]["containers"][0]["resources"]["limits"]
+    gpus = int(limits["nvidia.com/gpu"])
+    node = cluster.get("node", started["spec"]["nodeName"])
+    assert int(node["status"]["allocatable"]["nvidia.com/gpu"]) >= gpus
 
     # More GPUs than the node has: the pod stays Pending, and the TFJob says why.
-    body = yaml.safe_load(text)
     body["metadata"]["name"] = "too-many-gpus"
-    container = body["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
-    container["resources"]["limits"]["nvidia.com/gpu"] = node_mod.GPUS + 1
-    apply(cluster, yaml.safe_dump(body), namespace)
+    spec = body["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    spec["resources"]["limits"]["nvidia.com/gpu"] = 1000  # an integer, as Kubeflow writes it
+    cluster.apply(body, namespace)
     waiting = wait_for(
-        lambda: tfjob_state(cluster, "too-many-gpus", namespace).get("waiting"),
+        lambda: cluster.tfjob_status("too-many-gpus", namespace).get("waiting"),
         POD_WAIT,
         "status.waiting of too-many-gpus",
     )
@@ -201,19 +167,116 @@ def test_gpu_example_schedules_against_the_advertised_capacity(
     assert "nvidia.com/gpu" in waiting["too-many-gpus-worker-0"]
 
 
-def test_teardown_leaves_nothing_and_a_second_node_comes_up(cluster: Cluster) -> None:
-    """Runs last in this module: it takes the cluster down and checks the host."""
-    before = json.loads((cluster.node.dir / "host.json").read_text())
-    cluster.node.down()
-    assert node_mod.leftovers() == []
-    assert node_mod.read_sysctls() == before["sysctls"]
-    assert not Path("/sys/class/net", node_mod.BRIDGE).exists()
-    for path in node_mod.FIXED_PATHS:
-        assert os.path.lexists(path) == (path in before["fixed_paths"]), path
-    again = node_mod.Node(cluster.node.dir)
-    again.up([])
+def test_worker_exit_1_under_never_fails_with_exit_code_and_pod(
+    cluster: Cluster, namespace: str
+) -> None:
+    # Worker 1 fails at once; worker 0 would run for minutes. The index comes from the
+    # pod-index label through the downward API, as on Kubernetes >= 1.28 (else the hostname).
+    script = (
+        "import os, sys, time; "
+        "i = os.environ.get('TFJOB_TASK_INDEX') or os.environ['HOSTNAME'].rsplit('-', 1)[1]; "
+        "sys.exit(1) if i == '1' else time.sleep(600)"
+    )
+    job = fast_job("never", "mnist-sync")
+    worker = job["spec"]["tfReplicaSpecs"]["Worker"]
+    worker["restartPolicy"] = "Never"
+    worker["template"]["spec"]["containers"][0].update(command=["python", "-c", script], args=[])
+    cluster.apply(job, namespace)
+    status = wait_ended(cluster, "never", namespace, want="Failed", timeout=POD_WAIT)
+    assert status["failure"] == {
+        "replicaType": "Worker",
+        "pod": "never-worker-1",
+        "exitCode": 1,
+        "reason": "Error",
+    }, status
+    assert "never-worker-1 exited with code 1" in status["conditions"][-1]["message"]
+    assert_scaled_down(cluster, "never", namespace)
+
+
+def test_worker_pod_deleted_mid_training(cluster: Cluster, namespace: str) -> None:
+    cluster.apply(fast_job("wdel", "mnist-ps", "--steps=400"), namespace)
+    chief = follow(cluster, "wdel-chief-0", namespace)
+    wait_for(lambda: newest_step(chief.text) >= 100, TRAIN_WAIT, "the chief at step 100")
+    before = pod(cluster, "wdel-worker-1", namespace)["metadata"]["uid"]
+    cluster.kubectl("delete", "pod", "wdel-worker-1", "-n", namespace, "--wait=false")
+    wait_for(
+        lambda: (
+            (p := pod(cluster, "wdel-worker-1", namespace))
+            and p["metadata"]["uid"] != before
+            and "running" in container(p).get("state", {})
+        ),
+        POD_WAIT,
+        "a new worker-1 running",
+    )
+    status = wait_ended(cluster, "wdel", namespace)
+    assert not status.get("failure"), status
+    assert newest_step(chief.wait()) == 400, chief.text[-2000:]
+
+
+@pytest.mark.parametrize("down_until", ["training-continues", "chief-finished"])
+def test_operator_pod_replaced_mid_job_reaches_the_same_end(
+    cluster: Cluster, namespace: str, down_until: str
+) -> None:
+    """The operator's pod goes mid-job. Either its Deployment replaces it at once while
+    training goes on, or the operator stays away (scaled to 0) until the chief has finished.
+    Afterwards the job ends as an undisturbed one does, with the very same children."""
+    cluster.apply(fast_job("opkill", "mnist-ps", "--steps=400"), namespace)
+    chief = follow(cluster, "opkill-chief-0", namespace)
+    wait_for(lambda: newest_step(chief.text) >= 50, TRAIN_WAIT, "the chief at step 50")
+    running = cluster.tfjob_status("opkill", namespace)
+    assert conditions(running) == [("Created", "True"), ("Running", "True")], running
+    before = children(cluster, "opkill", namespace)
+    assert len(before) == 7, before  # 3 StatefulSets, 3 Services, 1 claim
+    [old] = operator_pods(cluster)
+
+    if down_until == "chief-finished":
+        cluster.kubectl("scale", "deployment", "--all", "-n", NAMESPACE, "--replicas=0")
+        try:
+            wait_for(
+                lambda: has_exited(cluster, "opkill-chief-0", namespace),
+                TRAIN_WAIT,
+                "the chief to finish while the operator is away",
+            )
+            assert cluster.tfjob_status("opkill", namespace) == running  # nobody wrote status
+        finally:
+            cluster.kubectl("scale", "deployment", "--all", "-n", NAMESPACE, "--replicas=1")
+    else:
+        cluster.kubectl("delete", "pod", old, "-n", NAMESPACE, "--wait=false")
+    wait_for(
+        lambda: (names := operator_pods(cluster)) and names != [old] and len(names) == 1,
+        POD_WAIT,
+        "a new operator pod",
+    )
+    status = wait_ended(cluster, "opkill", namespace)
+    assert conditions(status) == UNDISTURBED, status
+    assert not status.get("failure"), status
+    assert status["restarts"] == 0, status
+    assert children(cluster, "opkill", namespace) == before
+    assert_scaled_down(cluster, "opkill", namespace)
+    assert newest_step(chief.wait()) == 400
+
+
+def test_cordoned_node_keeps_a_deleted_worker_pending_and_says_why(
+    cluster: Cluster, namespace: str
+) -> None:
+    cluster.apply(fast_job("cordon", "mnist-ps", "--steps=400"), namespace)
+    chief = follow(cluster, "cordon-chief-0", namespace)
+    wait_for(lambda: newest_step(chief.text) >= 50, TRAIN_WAIT, "the chief at step 50")
+    node = pod(cluster, "cordon-worker-1", namespace)["spec"]["nodeName"]
+    cluster.kubectl("cordon", node)
     try:
-        assert again._node_ready()
+        cluster.kubectl("delete", "pod", "cordon-worker-1", "-n", namespace, "--wait=false")
+        waiting = wait_for(
+            lambda: cluster.tfjob_status("cordon", namespace).get("waiting"),
+            POD_WAIT,
+            "status.waiting of cordon",
+        )
+        assert list(waiting) == ["cordon-worker-1"], waiting
+        assert waiting["cordon-worker-1"].startswith("Unschedulable: "), waiting
+        status = cluster.tfjob_status("cordon", namespace)
+        assert not is_true(status, "Succeeded") and not is_true(status, "Failed"), status
     finally:
-        again.down()
-    assert node_mod.leftovers() == []
+        cluster.kubectl("uncordon", node)
+    status = wait_ended(cluster, "cordon", namespace)
+    assert "waiting" not in status, status
+    assert newest_step(chief.wait()) == 400

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -20,6 +21,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import Any
+
+import yaml
 
 from tests.support import images
 from tests.support.node import Node, NodeError, leftovers, state_dir, teardown
@@ -33,27 +37,52 @@ NAMESPACE = "tfjob-system"
 
 @dataclass
 class Cluster:
-    node: Node
+    """A cluster with the operator installed from its chart: the real node here (`node`), or
+    any other one (kind) reached through `kubeconfig`, where `node` is None."""
+
+    node: Node | None
     tools: Tools
     timings: dict[str, float]
+    kubeconfig: Path
 
-    @property
-    def kubeconfig(self) -> Path:
-        return self.node.kubeconfig
+    @classmethod
+    def existing(cls, kubeconfig: Path) -> Cluster:
+        """A cluster brought up elsewhere (tests/e2e/kind.sh), the chart already installed."""
+        return cls(None, ensure_tools(), {}, kubeconfig)
 
-    def kubectl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return _tool(self.tools.kubectl, self.kubeconfig, *args, check=check)
+    def kubectl(self, *args: str, check: bool = True, input: str | None = None):
+        return _tool(self.tools.kubectl, self.kubeconfig, *args, check=check, input=input)
 
     def helm(self, *args: str) -> subprocess.CompletedProcess[str]:
         return _tool(self.tools.helm, self.kubeconfig, *args)
 
+    def apply(self, body: dict[str, Any] | str, namespace: str) -> None:
+        text = body if isinstance(body, str) else yaml.safe_dump(body)
+        self.kubectl("apply", "-n", namespace, "-f", "-", input=text)
 
-def _tool(binary: Path, kubeconfig: Path, *args: str, check: bool = True):
+    def get(self, *args: str) -> dict[str, Any]:
+        """`kubectl get ... -o json`; {} while the object does not exist."""
+        proc = self.kubectl("get", *args, "-o", "json", check=False)
+        if proc.returncode != 0:
+            if "NotFound" in proc.stderr:
+                return {}
+            raise NodeError(f"kubectl get {' '.join(args)} failed: {proc.stderr.strip()}")
+        return json.loads(proc.stdout)
+
+    def tfjob_status(self, name: str, namespace: str) -> dict[str, Any]:
+        return self.get("tfjob", name, "-n", namespace).get("status") or {}
+
+    def logs(self, pod: str, namespace: str, *args: str) -> str:
+        return self.kubectl("logs", "-n", namespace, pod, *args, check=False).stdout
+
+
+def _tool(binary: Path, kubeconfig: Path, *args: str, check: bool = True, input: str | None = None):
     proc = subprocess.run(
         [str(binary), "--kubeconfig", str(kubeconfig), *args],
         capture_output=True,
         text=True,
         timeout=600,
+        input=input,
     )
     if check and proc.returncode != 0:
         raise NodeError(f"{binary.name} {' '.join(args)} failed: {proc.stderr.strip()}")
@@ -70,7 +99,7 @@ def start(directory: Path | None = None) -> Cluster:
     node = Node(directory)
     node.up([image.archive for image in built])
     timings.update({f"node: {k}": v for k, v in node.timings.items()})
-    cluster = Cluster(node, tools, timings)
+    cluster = Cluster(node, tools, timings, node.kubeconfig)
     try:
         t1 = time.monotonic()
         # The chart as users install it: its own image names and tags, pulled if not present.

@@ -253,6 +253,8 @@ class _Process:
     popen: subprocess.Popen[bytes]
     log_path: Path
     log_file: IO[bytes]
+    argv: list[str]
+    env: dict[str, str] | None
 
 
 class ControlPlane:
@@ -452,6 +454,25 @@ class ControlPlane:
         proc = self._spawn(name, argv, env)
         self._wait(time.monotonic() + 1, proc, name, lambda: True)
 
+    def stop_process(self, name: str, timeout: float = 15) -> None:
+        """Stop one process (a fault to inject); `start_process` brings it back as it was."""
+        with self._lock:
+            proc = next(p for p in self._procs if p.name == name)
+        self._terminate(proc, timeout)
+
+    def start_process(self, name: str) -> None:
+        """Start a process stopped by `stop_process` again, with the same command line; it
+        keeps its place in the stop order. Its log starts anew."""
+        with self._lock:
+            index, old = next((i, p) for i, p in enumerate(self._procs) if p.name == name)
+        if old.popen.poll() is None:
+            raise ControlPlaneError(f"{name} is still running")
+        new = self._spawn(name, old.argv, old.env)
+        with self._lock:
+            self._procs.remove(new)
+            self._procs[index] = new
+        self._wait(time.monotonic() + 1, new, name, lambda: True)
+
     def _make_pki(self, pki_dir: Path) -> dict[str, tuple[Path, Path]]:
         pki = _Pki(pki_dir)
         ca = pki.ca("ca", "tfjob-test-ca")
@@ -526,7 +547,7 @@ class ControlPlane:
         except BaseException:
             log_file.close()
             raise
-        proc = _Process(name, popen, log_path, log_file)
+        proc = _Process(name, popen, log_path, log_file, argv, env)
         with self._lock:
             self._procs.append(proc)
         return proc

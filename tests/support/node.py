@@ -521,6 +521,57 @@ oom_score = 0
             lambda: "volumes: checked" in log.read_text(errors="replace"),
         )
 
+    # -- faults -----------------------------------------------------------------------------
+
+    def outage(self, name: str, until: Any, timeout: float = 300) -> None:
+        """Stop one of the node's processes (kube-apiserver, kubelet, containerd, ...), wait
+        until `until()` holds, start it again as it was, and return once it serves again."""
+        self.plane.stop_process(name)
+        try:
+            deadline = time.monotonic() + timeout
+            while not until():  # not _until: that fails on the process stopped here
+                if time.monotonic() > deadline:
+                    raise NodeError(f"timed out waiting for the end of the {name} outage")
+                time.sleep(0.2)
+        finally:
+            self.plane.start_process(name)
+            self._save_pids()
+        deadline = time.monotonic() + timeout
+        if name == "kubelet":
+            log = self.plane.workdir / "kubelet.log"
+            self._until(
+                deadline,
+                "kubelet start",
+                lambda: "Starting Device Plugin manager" in log.read_text(errors="replace"),
+            )
+            _restore_sysctls(self._host()["sysctls"])  # it sets its tunables again
+        elif name == "containerd":
+            self._until(
+                deadline, "containerd", lambda: self._ctr("version", check=False).returncode == 0
+            )
+        self._until(deadline, f"node {NODE_NAME} Ready after the {name} outage", self._node_ready)
+
+    def kill_container(self, container_id: str) -> None:
+        """SIGKILL a container's process through containerd, as the kernel's OOM killer or a
+        crash would end it: `container_id` is a pod's `containerd://...` containerID."""
+        self._ctr(
+            "tasks", "kill", "--signal", "SIGKILL", container_id.removeprefix("containerd://")
+        )
+
+    @staticmethod
+    def container_log(namespace: str, pod: str, container: str = "tensorflow") -> str:
+        """The messages of a container's newest run, read from kubelet's log files on the host:
+        readable while the API server is down."""
+        runs = sorted(
+            Path("/var/log/pods").glob(f"{namespace}_{pod}_*/{container}/*.log"),
+            key=lambda p: int(p.stem) if p.stem.isdigit() else -1,
+        )
+        if not runs:
+            return ""
+        # CRI format: "<time> <stream> <F|P> <message>"
+        lines = runs[-1].read_text(errors="replace").splitlines()
+        return "\n".join(line.split(" ", 3)[3] for line in lines if line.count(" ") >= 3)
+
     # -- helpers ----------------------------------------------------------------------------
 
     def _host(self) -> dict[str, Any]:

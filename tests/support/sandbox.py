@@ -1,8 +1,8 @@
 """A local control plane with the TFJob CRD applied and the operator running as its own process.
 
-`stack()` is what `make up` and the benchmarks stand on. `make up` (this module's `main`) keeps
-one running for trying TFJobs by hand on a machine with no cluster. There is no kubelet: TFJobs
-become StatefulSets, Services and Pods, and the pods stay Pending unless a `NodeAgent` runs them.
+`stack()` is what `make up` and benchmarks/create_jobs.py stand on. `make up` (this module's
+`main`) keeps one running for trying TFJobs by hand without root. There is no kubelet: TFJobs
+become StatefulSets, Services and Pods, and the pods stay Pending (`make cluster` runs them).
 """
 
 from __future__ import annotations

@@ -140,7 +140,12 @@ class Checkpoints:
         return int(self.step.numpy())
 
     def save(self) -> str:
-        return self.manager.save(checkpoint_number=int(self.step.numpy()), options=self.options)
+        """Save at the current step; the log line names the checkpoint, for whoever follows
+        the job from its logs (a restart's `restored` line names one of these)."""
+        step = int(self.step.numpy())
+        path = self.manager.save(checkpoint_number=step, options=self.options)
+        log.info("saved %s at step %d", path, step)
+        return path
 
 
 @dataclass

@@ -1,0 +1,137 @@
+"""Faults only a real node has, injected on the host mid-training: a chief's container killed,
+kube-apiserver stopped for 20 s, kubelet and containerd restarted, a worker killed by the
+kernel's OOM killer. Each test prints one `CHAOS` line (fault, steps lost, restarts counted)
+for README's chaos table."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.node.helpers import (
+    CHECKPOINT_EVERY,
+    POD_WAIT,
+    RESTORED,
+    SAVED,
+    STEP,
+    TRAIN_WAIT,
+    assert_scaled_down,
+    children,
+    conditions,
+    container,
+    fast_job,
+    follow,
+    newest_step,
+    pod,
+    wait_ended,
+)
+from tests.support.cluster import Cluster
+from tests.support.kube import wait_for
+from tests.support.node import Node
+
+pytestmark = pytest.mark.node
+UNDISTURBED = [("Created", "True"), ("Running", "False"), ("Succeeded", "True")]
+OUTAGE = 20  # seconds the API server stays down
+
+
+def report(fault: str, steps_lost: int, restarts: int) -> None:
+    print(f"\nCHAOS fault={fault!r} steps_lost={steps_lost} restarts={restarts}")
+
+
+def test_chief_container_killed_resumes_from_its_checkpoint(
+    cluster: Cluster, node: Node, namespace: str
+) -> None:
+    cluster.apply(fast_job("chief", "mnist-ps", "--steps=1500"), namespace)
+    first = follow(cluster, "chief-chief-0", namespace)
+    wait_for(lambda: SAVED.search(first.text), TRAIN_WAIT, "the chief's first checkpoint")
+    node.kill_container(container(pod(cluster, "chief-chief-0", namespace))["containerID"])
+    before = first.wait(60)
+    saved = max(int(m.group(2)) for m in SAVED.finditer(before))
+    reached = newest_step(before)
+
+    second = follow(cluster, "chief-chief-0", namespace, restarts=1)
+    status = wait_ended(cluster, "chief", namespace)
+    log = second.wait()
+    restored = RESTORED.search(log)
+    assert restored, log[-3000:]
+    at = int(restored.group(2))
+    assert at == int(restored.group(1)) >= saved, (saved, restored.group(0))
+    steps = [int(s) for s in STEP.findall(log)]
+    assert steps and steps[0] > at and steps[-1] == 1500, log[-3000:]
+    assert status["replicaStatuses"]["Chief"]["restarts"] == 1, status
+    assert status["restarts"] == 1 and not status.get("failure"), status
+    lost = max(0, reached - at)
+    assert lost <= CHECKPOINT_EVERY, (reached, at)
+    report("chief container SIGKILLed", lost, status["restarts"])
+    assert_scaled_down(cluster, "chief", namespace)
+
+
+@pytest.mark.parametrize(
+    ("process", "steps"), [("kube-apiserver", 3000), ("kubelet", 1500), ("containerd", 1500)]
+)
+def test_node_process_outage_mid_training(
+    cluster: Cluster, node: Node, namespace: str, process: str, steps: int
+) -> None:
+    """kube-apiserver stopped for 20 s, or kubelet or containerd restarted, mid-training. The
+    containers live on, the operator reconnects, and the job ends as an undisturbed one: at the
+    exact target step, with the same children and no restart."""
+    cluster.apply(fast_job("outage", "mnist-ps", f"--steps={steps}"), namespace)
+    chief = follow(cluster, "outage-chief-0", namespace)
+    wait_for(lambda: newest_step(chief.text) >= 50, TRAIN_WAIT, "the chief at step 50")
+    before = children(cluster, "outage", namespace)
+    pods = ("outage-chief-0", "outage-ps-0", "outage-worker-0", "outage-worker-1")
+    ids = {name: container(pod(cluster, name, namespace))["containerID"] for name in pods}
+    at = newest_step(node.container_log(namespace, "outage-chief-0"))
+    started = time.monotonic()
+
+    def over() -> bool:
+        # Training goes on meanwhile (read from kubelet's files: the API may be down).
+        moved = newest_step(node.container_log(namespace, "outage-chief-0")) > at
+        return moved and (process != "kube-apiserver" or time.monotonic() - started >= OUTAGE)
+
+    node.outage(process, over)
+    # Every container lives on: the same ones, none restarted.
+    assert {name: container(pod(cluster, name, namespace))["containerID"] for name in pods} == ids
+    status = wait_ended(cluster, "outage", namespace)
+    assert conditions(status) == UNDISTURBED, status
+    assert status["restarts"] == 0 and not status.get("failure"), status
+    assert children(cluster, "outage", namespace) == before
+    log = chief.wait()
+    assert newest_step(log) == steps and "restored" not in log, log[-2000:]
+    fault = "stopped for 20 s" if process == "kube-apiserver" else "restarted"
+    report(f"{process} {fault}", 0, status["restarts"])
+    assert_scaled_down(cluster, "outage", namespace)
+
+
+def test_oom_killed_worker_restarts_until_the_backoff_limit(
+    cluster: Cluster, node: Node, namespace: str
+) -> None:
+    """A worker whose memory limit is too small for TensorFlow is OOM-killed (exit 137); under
+    restartPolicy ExitCode that restarts, counted toward backoffLimit, and past it the job fails
+    with the reason in status."""
+    job = fast_job("oom", "mnist-ps", "--steps=5000")
+    job["spec"]["runPolicy"] = {"backoffLimit": 1}
+    worker = job["spec"]["tfReplicaSpecs"]["Worker"]
+    worker["replicas"] = 1
+    assert worker["restartPolicy"] == "ExitCode"
+    worker["template"]["spec"]["containers"][0]["resources"] = {"limits": {"memory": "48Mi"}}
+    cluster.apply(job, namespace)
+    restarting = wait_for(
+        lambda: (
+            (s := cluster.tfjob_status("oom", namespace))
+            and s.get("replicaStatuses", {}).get("Worker", {}).get("restarts", 0) >= 1
+            and s
+        ),
+        POD_WAIT,
+        "the first OOM kill counted",
+    )
+    assert ("Failed", "True") not in conditions(restarting), restarting
+    status = wait_ended(cluster, "oom", namespace, want="Failed", timeout=POD_WAIT)
+    assert status["failure"]["exitCode"] == 137, status
+    assert status["failure"]["reason"] == "OOMKilled", status
+    assert status["failure"]["pod"] == "oom-worker-0", status
+    message = status["conditions"][-1]["message"]
+    assert "exceed backoffLimit 1" in message and "OOMKilled" in message, message
+    report("worker OOM-killed (48Mi limit)", 0, status["restarts"])
+    assert_scaled_down(cluster, "oom", namespace)

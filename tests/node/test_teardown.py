@@ -1,0 +1,84 @@
+"""The bed leaves the host as it found it. Runs after every other module here (pytest takes the
+files in name order): it takes the session's cluster down, then runs `make cluster` twice more,
+ended once by a hang-up and once by `make cluster-down` from another process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.node.helpers import POD_WAIT
+from tests.support import node as node_mod
+from tests.support.cluster import NAMESPACE, Cluster
+from tests.support.kube import wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+CLUSTER_UP = "A one-node cluster is up"  # what `make cluster` prints once it is
+
+pytestmark = pytest.mark.node
+
+
+def _assert_host_as_before(before: dict) -> None:
+    assert node_mod.leftovers() == []
+    assert node_mod.read_sysctls() == before["sysctls"]
+    assert not Path("/sys/class/net", node_mod.BRIDGE).exists()
+    for path in node_mod.FIXED_PATHS:
+        assert os.path.lexists(path) == (path in before["fixed_paths"]), path
+
+
+def _make_cluster() -> tuple[subprocess.Popen[str], list[str]]:
+    """`make cluster` as a person runs it, its output collected line by line; returns once it
+    says the cluster is up."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.cluster", "up"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    out = proc.stdout
+    assert out is not None
+
+    def collect() -> None:
+        for line in out:
+            lines.append(line)
+
+    threading.Thread(target=collect, daemon=True).start()
+    wait_for(
+        lambda: proc.poll() is not None or any(CLUSTER_UP in line for line in lines),
+        POD_WAIT + 300,
+        "make cluster to come up",
+    )
+    assert proc.poll() is None, "".join(lines[-40:])
+    return proc, lines
+
+
+def test_teardown_leaves_nothing_and_make_cluster_comes_up_again(node: node_mod.Node) -> None:
+    before = json.loads((node.dir / "host.json").read_text())
+    node.down()
+    _assert_host_as_before(before)
+    for stop in ("SIGHUP", "cluster-down"):
+        proc, lines = _make_cluster()
+        try:
+            operator = Cluster.existing(node.kubeconfig).get("pods", "-n", NAMESPACE)["items"]
+            phases = [p["status"]["phase"] for p in operator]
+            assert phases == ["Running"], phases
+            if stop == "SIGHUP":
+                proc.send_signal(signal.SIGHUP)
+            else:
+                down = subprocess.run(
+                    [sys.executable, "-m", "tests.support.cluster", "down"],
+                    cwd=ROOT, capture_output=True, text=True, timeout=300,
+                )  # fmt: skip
+                assert down.returncode == 0, down.stdout + down.stderr
+            assert proc.wait(300) == 0, "".join(lines[-40:])
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert any("removed everything" in line for line in lines), "".join(lines[-40:])
+        _assert_host_as_before(before)
