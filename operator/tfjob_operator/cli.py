@@ -63,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     entry = shlex.split(args.entrypoint) if args.entrypoint else None
     runner = Runner(body, workdir, entrypoint=entry)
     signal.signal(signal.SIGTERM, _stop)  # stop the children cleanly, as on Ctrl-C
+    # Ctrl-C stops the job even where the shell that started us ignores SIGINT (a background
+    # job of a non-interactive shell): Python keeps an inherited SIG_IGN otherwise.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return runner.run()
     except KeyboardInterrupt:

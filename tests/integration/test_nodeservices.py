@@ -203,21 +203,19 @@ def test_records_follow_services_and_endpoints(core, services, space) -> None:
     )
 
     w, w0, w1 = f"workers.{domain}", f"workers-0.workers.{domain}", f"workers-1.workers.{domain}"
+    both_workers = {
+        f"{ip} api.{domain}",
+        f"10.244.0.11 {w}",
+        f"10.244.0.12 {w}",
+        f"10.244.0.11 {w0}",
+        f"10.244.0.12 {w1}",
+    }
     latencies = [
         timed(
             lambda: core.create_namespaced_endpoints(
                 ns, endpoints("workers", {"10.244.0.11": "workers-0"}, {"10.244.0.12": "workers-1"})
             ),
-            lambda: (
-                set(services.records(ns))
-                == {
-                    f"{ip} api.{domain}",
-                    f"10.244.0.11 {w}",
-                    f"10.244.0.12 {w}",
-                    f"10.244.0.11 {w0}",
-                    f"10.244.0.12 {w1}",
-                }
-            ),
+            lambda: set(services.records(ns)) == both_workers,
             "records of ready and (published) not-ready addresses",
         ),
         timed(
@@ -247,16 +245,7 @@ def test_records_follow_services_and_endpoints(core, services, space) -> None:
                     ],
                 },
             ),
-            lambda: (
-                set(services.records(ns))
-                == {
-                    f"{ip} api.{domain}",
-                    f"10.244.0.11 {w}",
-                    f"10.244.0.12 {w}",
-                    f"10.244.0.11 {w0}",
-                    f"10.244.0.12 {w1}",
-                }
-            ),
+            lambda: set(services.records(ns)) == both_workers,
             "addresses of two subsets (two ports)",
         ),
         timed(

@@ -64,6 +64,10 @@ SYSCTLS = (
     "net.ipv4.ip_forward",
     "net.ipv4.conf.all.route_localnet",
 )
+# The ones kubelet sets at each start: put back right after it, also after a restart. The network
+# ones are the CNI plugin's and kube-proxy's while pods run (pod traffic stalls if ip_forward goes
+# back mid-run), and only teardown restores them.
+KUBELET_SYSCTLS = tuple(k for k in SYSCTLS if not k.startswith("net."))
 # Paths kubelet 1.20 and containerd 1.6 write whatever their configured roots are.
 FIXED_PATHS = (
     "/var/lib/kubelet",
@@ -126,8 +130,10 @@ def read_sysctls() -> dict[str, str]:
     return values
 
 
-def _restore_sysctls(saved: dict[str, str]) -> None:
+def _restore_sysctls(saved: dict[str, str], keys: tuple[str, ...] = SYSCTLS) -> None:
     for key, value in saved.items():
+        if key not in keys:
+            continue
         path = _sysctl_path(key)
         with contextlib.suppress(OSError):
             if path.read_text().strip() != value:
@@ -439,7 +445,7 @@ oom_score = 0
             "kubelet start",
             lambda: "Starting Device Plugin manager" in log.read_text(errors="replace"),
         )
-        _restore_sysctls(self._host()["sysctls"])
+        _restore_sysctls(self._host()["sysctls"], KUBELET_SYSCTLS)
         self._until(deadline, f"node {NODE_NAME} Ready", self._node_ready)
         self._api(
             "PATCH",
@@ -544,7 +550,7 @@ oom_score = 0
                 "kubelet start",
                 lambda: "Starting Device Plugin manager" in log.read_text(errors="replace"),
             )
-            _restore_sysctls(self._host()["sysctls"])  # it sets its tunables again
+            _restore_sysctls(self._host()["sysctls"], KUBELET_SYSCTLS)  # it set them again
         elif name == "containerd":
             self._until(
                 deadline, "containerd", lambda: self._ctr("version", check=False).returncode == 0
