@@ -104,7 +104,12 @@ def test_node_process_outage_mid_training(
 
     node.outage(process, over)
     # `kubectl logs -f` ends with the API server's outage: follow the same run again, from its
-    # first line.
+    # first line, once kubelet can read it again (after a containerd restart it takes a moment).
+    wait_for(
+        lambda: STEP.search(cluster.logs("outage-chief-0", namespace)),
+        POD_WAIT,
+        "the chief's log readable again",
+    )
     chief = FollowedLog(cluster, "outage-chief-0", namespace)
     # Every container lived on. The chief may have finished by now (and its pod gone), but the
     # servers run until the scale-down: any of them still here is in its first container.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
 import tensorflow as tf
@@ -79,3 +80,14 @@ def test_steps_per_call_reach_the_same_step(make_job, steps_per_call):
     )
     job.start_all()
     assert job.wait("chief-0", 300).result()["steps"] >= 60
+
+
+def test_a_serving_task_leaves_at_once_on_sigterm(make_job):
+    """A deleted or scaled-down pod's server stops at SIGTERM, exiting 143, instead of waiting
+    in TensorFlow for the kubelet's SIGKILL (as a container's PID 1 ignores SIGTERM)."""
+    job = make_job({"chief": 1, "worker": 1, "ps": 1}, "--strategy", "parameter-server")
+    job.start("ps")
+    job.wait_for_line("ps-0", "ps 0 serving on", 120)
+    job.kill("ps-0", signal.SIGTERM)
+    assert job.wait("ps-0", 10).popen.returncode == 143
+    assert "stopped by SIGTERM" in job.procs["ps-0"].output()

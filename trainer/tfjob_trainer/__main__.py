@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
 import sys
 import tempfile
@@ -26,6 +27,9 @@ EXIT_PEER_LOST = 200
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Stopped (a pod deleted or scaled down): leave at once, as a signal's exit code says. As
+    # PID 1 of a container the trainer would otherwise ignore SIGTERM until SIGKILL.
+    signal.signal(signal.SIGTERM, _terminated)
     # Our own lines at INFO; TensorFlow's chatter only from WARNING up.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
     log.setLevel(logging.INFO)
@@ -62,6 +66,11 @@ def main(argv: list[str] | None = None) -> int:
         result(role=role, **summary)
         exit_now(0)
     return 0
+
+
+def _terminated(signum: int, frame: Any) -> NoReturn:
+    log.info("stopped by %s", signal.Signals(signum).name)
+    exit_now(128 + signum)
 
 
 def exit_now(code: int) -> NoReturn:

@@ -33,6 +33,7 @@ from . import STARTED, common
 from .config import Task
 from .data import IMAGE_BYTES, Files, read_test
 from .options import Options
+from .serving import serve_until_stopped
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ def run(opts: Options, files: Files | None, task: Task) -> dict[str, Any] | None
     server = v1.train.Server(cluster, job_name=task.type, task_index=task.index)
     if task.type == "ps":
         log.info("ps %d serving on %s", task.index, server.target)
-        server.join()  # until the operator scales the ps down
+        serve_until_stopped(server)  # until the operator scales the ps down
         return None
     if task.type not in ("worker", *CHIEF_TYPES):
         raise ValueError(f"between-graph has no part for a {task.type} task")

@@ -20,6 +20,7 @@ from . import common
 from .config import Task
 from .data import Files
 from .options import Options
+from .serving import serve_until_stopped
 
 log = logging.getLogger(__name__)
 _HELD: list[Any] = []  # the coordinator's objects, alive until the process exits
@@ -36,7 +37,7 @@ def run(opts: Options, files: Files | None, task: Task) -> dict[str, Any] | None
             start=True,
         )
         log.info("%s %d serving on %s", task.type, task.index, server.target)
-        server.join()
+        serve_until_stopped(server)
         return None
     assert files is not None
     _wait_listening(task, opts.peer_timeout)
