@@ -20,6 +20,7 @@ import yaml
 
 from tests.node.helpers import (
     POD_WAIT,
+    STEPS_PER_CALL,
     TRAIN_WAIT,
     assert_scaled_down,
     children,
@@ -215,7 +216,7 @@ def test_worker_pod_deleted_mid_training(cluster: Cluster, namespace: str) -> No
     )
     status = wait_ended(cluster, "wdel", namespace)
     assert not status.get("failure"), status
-    assert newest_step(chief.wait()) == 1500, chief.text[-2000:]
+    assert 1500 <= newest_step(chief.wait()) <= 1500 + STEPS_PER_CALL, chief.text[-2000:]
 
 
 @pytest.mark.parametrize("down_until", ["training-continues", "chief-finished"])
@@ -258,7 +259,7 @@ def test_operator_pod_replaced_mid_job_reaches_the_same_end(
     assert status["restarts"] == 0, status
     assert children(cluster, "opkill", namespace) == before
     assert_scaled_down(cluster, "opkill", namespace)
-    assert newest_step(chief.wait()) == 1500
+    assert 1500 <= newest_step(chief.wait()) <= 1500 + STEPS_PER_CALL, chief.text[-2000:]
 
 
 def test_cordoned_node_keeps_a_deleted_worker_pending_and_says_why(
@@ -287,4 +288,4 @@ def test_cordoned_node_keeps_a_deleted_worker_pending_and_says_why(
         cluster.kubectl("uncordon", node)
     status = wait_ended(cluster, "cordon", namespace)
     assert "waiting" not in status, status
-    assert newest_step(chief.wait()) == 1500
+    assert 1500 <= newest_step(chief.wait()) <= 1500 + STEPS_PER_CALL, chief.text[-2000:]

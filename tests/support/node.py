@@ -758,12 +758,14 @@ def teardown(directory: Path | None = None) -> None:
     _run("ip", "link", "delete", BRIDGE, check=False)
     for mount in _mounts_under([str(d), str(cache_dir() / "containerd"), *FIXED_PATHS]):
         _run("umount", "-l", mount, check=False)
-    for top in Path("/sys/fs/cgroup").glob("*/kubepods"):
-        for sub in sorted(
-            (p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True
-        ):
-            with contextlib.suppress(OSError):
-                sub.rmdir()
+    # cgroup v1 mounts some hierarchies under two names (cpu and cpuacct are links to
+    # cpu,cpuacct): each hierarchy once, by its real path.
+    for top in {t.resolve() for t in Path("/sys/fs/cgroup").glob("*/kubepods")}:
+        with contextlib.suppress(FileNotFoundError):
+            subs = [p for p in top.rglob("*") if p.is_dir()]
+            for sub in sorted(subs, key=lambda p: len(p.parts), reverse=True):
+                with contextlib.suppress(OSError):
+                    sub.rmdir()
         with contextlib.suppress(OSError):
             top.rmdir()
     if host is not None:
