@@ -132,7 +132,13 @@ def test_invalid_job_gets_the_operators_validation_message(tmp_path):
 
 def test_ctrl_c_stops_every_process(tmp_path):
     workdir = tmp_path / "run"
-    proc = tfjob_run(manifest(tmp_path, ps_job(100_000)), workdir)
+    # Started as a background job of a non-interactive shell is: with SIGINT ignored, which
+    # Python keeps unless the program sets its own handler.
+    proc = tfjob_run(
+        manifest(tmp_path, ps_job(100_000)),
+        workdir,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
     deadline = time.monotonic() + 120
     assert proc.stdout is not None
     for line in proc.stdout:
