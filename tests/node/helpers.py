@@ -17,9 +17,6 @@ TRAIN_WAIT = 600  # a few hundred steps on 2 shared cores, plus TensorFlow's sta
 POD_WAIT = 180
 # Small and quick, as README's override suggests: digits data, few steps, frequent checkpoints.
 CHECKPOINT_EVERY = 50
-# A parameter-server chief schedules this many steps per closure, and a lost worker's closure is
-# run again (at least once): after a worker's loss the last step may pass the target by this.
-STEPS_PER_CALL = 10
 FAST = ["--dataset=digits", "--steps=300", "--batch-size=32", "--log-every=25"]
 FAST += [f"--checkpoint-every={CHECKPOINT_EVERY}"]
 STEP = re.compile(r"^step (\d+)\b", re.MULTILINE)
