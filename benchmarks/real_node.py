@@ -9,7 +9,6 @@ in a pod. Needs root. Run: `python benchmarks/real_node.py --runs 3 --steps 300`
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import statistics
 import subprocess
@@ -56,8 +55,7 @@ def one_real_run(cluster: Cluster, extra: list[str]) -> dict[str, float]:
     chief = "mnist-ps-chief-0"
 
     def get(*args: str) -> dict:
-        proc = cluster.kubectl("get", *args, "-n", ns, "-o", "json", check=False)
-        return json.loads(proc.stdout) if proc.returncode == 0 else {}
+        return cluster.get(*args, "-n", ns)
 
     def running_pods() -> bool:
         found = {p["metadata"]["name"]: p for p in get("pods").get("items", [])}
@@ -71,7 +69,7 @@ def one_real_run(cluster: Cluster, extra: list[str]) -> dict[str, float]:
         )
 
     def chief_log() -> str:
-        return cluster.kubectl("logs", "-n", ns, chief, check=False).stdout
+        return cluster.logs(chief, ns)
 
     def succeeded() -> bool:
         conds = get("tfjob", "mnist-ps").get("status", {}).get("conditions") or []

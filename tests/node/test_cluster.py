@@ -102,17 +102,8 @@ def test_example_trains_to_succeeded_on_the_volume(
     assert steps, f"{file} sets no --steps"
     cluster.apply(text.replace(steps.group(0), "--steps=300"), namespace)
     first = leader(yaml.safe_load(text))
-    wait_for(
-        lambda: pod(cluster, first, namespace).get("status", {}).get("phase") == "Running",
-        POD_WAIT,
-        f"{first} running",
-    )
     # Follow the leader's log as a user does, until its container ends.
-    log = subprocess.run(
-        [str(cluster.tools.kubectl), "--kubeconfig", str(cluster.kubeconfig), "logs", "-f",
-         "-n", namespace, first],
-        capture_output=True, text=True, timeout=TRAIN_WAIT,
-    ).stdout  # fmt: skip
+    log = follow(cluster, first, namespace).wait()
     assert newest_step(log) == 300, log[-2000:]
     assert "TFJOB_RESULT" in log, log[-2000:]
     status = wait_ended(cluster, file, namespace)
