@@ -7,7 +7,10 @@ import logging
 import os
 import sys
 
-from .config import OperatorConfig
+from . import rbac
+from .config import LeaderElection, OperatorConfig
+from .gang import Gang, Scheduler
+from .leader import Timing, default_identity, default_namespace
 
 LOG_FORMATS = ("plain", "full", "json")
 
@@ -53,6 +56,55 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve Prometheus metrics on this port at /metrics; 0 turns them off "
         "(env TFJOB_METRICS_PORT; default %(default)s)",
     )
+    le = p.add_argument_group(
+        "leader election",
+        "Several replicas, one reconciling at a time: a coordination.k8s.io/v1 Lease, with "
+        "the flag names and defaults of Kubernetes' own controllers.",
+    )
+    le.add_argument(
+        "--leader-elect",
+        action="store_true",
+        default=_env_flag("TFJOB_LEADER_ELECT"),
+        help="take the Lease before reconciling; stand by while another replica holds it "
+        "(env TFJOB_LEADER_ELECT=true)",
+    )
+    le.add_argument(
+        "--leader-elect-resource-name",
+        default=rbac.LEASE_NAME,
+        help="name of the Lease (default: %(default)s)",
+    )
+    le.add_argument(
+        "--leader-elect-resource-namespace",
+        default=None,
+        help="namespace of the Lease (default: env POD_NAMESPACE, else the service account's "
+        "namespace, else 'default')",
+    )
+    for flag, default, what in (
+        ("lease-duration", Timing.lease_duration, "how long a Lease lasts unrenewed"),
+        ("renew-deadline", Timing.renew_deadline, "the leader stops writing if not renewed in"),
+        ("retry-period", Timing.retry_period, "time between tries to take or renew the Lease"),
+    ):
+        le.add_argument(
+            f"--leader-elect-{flag}",
+            type=float,
+            default=default,
+            metavar="SECONDS",
+            help=f"{what} (default: %(default)ss)",
+        )
+    p.add_argument(
+        "--gang-scheduler",
+        choices=[s.value for s in Scheduler],
+        default=os.environ.get("TFJOB_GANG_SCHEDULER") or None,
+        help="start each job's pods together with this gang scheduler: a PodGroup per job "
+        "from runPolicy.schedulingPolicy (env TFJOB_GANG_SCHEDULER; default: none, the "
+        "default scheduler places pods one by one)",
+    )
+    p.add_argument(
+        "--gang-scheduler-name",
+        default=os.environ.get("TFJOB_GANG_SCHEDULER_NAME", ""),
+        metavar="NAME",
+        help="the pods' schedulerName (default: volcano, or scheduler-plugins-scheduler)",
+    )
     p.add_argument(
         "--log-level",
         choices=("debug", "info", "warning"),
@@ -68,8 +120,44 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").lower() in ("1", "true", "yes")
+
+
+def config_from(args: argparse.Namespace) -> OperatorConfig:
+    """The operator's own settings from its flags."""
+    election = None
+    if args.leader_elect:
+        election = LeaderElection(
+            namespace=args.leader_elect_resource_namespace or default_namespace(),
+            name=args.leader_elect_resource_name,
+            identity=default_identity(),
+            timing=Timing(
+                args.leader_elect_lease_duration,
+                args.leader_elect_renew_deadline,
+                args.leader_elect_retry_period,
+            ),
+        )
+    gang = (
+        Gang(Scheduler(args.gang_scheduler), args.gang_scheduler_name)
+        if args.gang_scheduler
+        else None
+    )
+    return OperatorConfig(
+        cluster_domain=args.cluster_domain,
+        metrics_port=args.metrics_port,
+        gang=gang,
+        leader_election=election,
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    config = config_from(args)
+    if config.leader_election is not None:
+        for problem in config.leader_election.timing.problems():
+            parser.error(problem)
     import kopf  # imported late so that --help stays fast
 
     from . import handlers  # noqa: F401  (registers the handlers)
@@ -87,11 +175,7 @@ def main(argv: list[str] | None = None) -> None:
         namespaces=args.namespace,
         standalone=args.standalone,
         liveness_endpoint=args.liveness,
-        memo=kopf.Memo(
-            config=OperatorConfig(
-                cluster_domain=args.cluster_domain, metrics_port=args.metrics_port
-            )
-        ),
+        memo=kopf.Memo(config=config),
     )
 
 

@@ -11,7 +11,15 @@ import enum
 from typing import Any, Literal
 
 from kubernetes.utils import parse_quantity
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from . import podtemplate
 
@@ -90,6 +98,56 @@ class ReplicaSpec(_Model):
     )
 
 
+class SchedulingPolicy(_Model):
+    """Kubeflow's SchedulingPolicy: the PodGroup the gang scheduler places as one."""
+
+    min_available: int | None = Field(
+        None,
+        alias="minAvailable",
+        ge=1,
+        description=(
+            "Pods that must be placed together before any starts. Default: every pod of the "
+            "job but the Evaluator."
+        ),
+    )
+    queue: str | None = Field(None, description="Volcano queue of the PodGroup.")
+    min_resources: dict[str, Any] | None = Field(
+        None,
+        alias="minResources",
+        description=(
+            "Resources the gang needs free before it starts, as quantities. Default: the sum "
+            "of the requests of the pods counted in minAvailable."
+        ),
+        json_schema_extra={
+            "additionalProperties": {
+                "description": "A quantity, e.g. 4, 500m or 16Gi.",
+                "x-kubernetes-int-or-string": True,
+            }
+        },
+    )
+    priority_class: str | None = Field(
+        None,
+        alias="priorityClass",
+        description="PriorityClass of the PodGroup (Volcano orders gangs by it).",
+    )
+    schedule_timeout_seconds: int | None = Field(
+        None,
+        alias="scheduleTimeoutSeconds",
+        ge=1,
+        description="scheduler-plugins: how long the gang may wait to be placed as a whole.",
+    )
+
+    @field_validator("min_resources")
+    @classmethod
+    def _quantities(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        for name, qty in (value or {}).items():
+            try:
+                parse_quantity(qty)
+            except (ValueError, TypeError):
+                raise ValueError(f"{name}: {qty!r} is not a Kubernetes quantity") from None
+        return value
+
+
 class RunPolicy(_Model):
     """Job-wide policies, as in Kubeflow's RunPolicy."""
 
@@ -126,11 +184,13 @@ class RunPolicy(_Model):
         False,
         description="true scales the job to 0 with condition Suspended; false resumes it.",
     )
-    scheduling_policy: dict[str, Any] | None = Field(
+    scheduling_policy: SchedulingPolicy | None = Field(
         None,
         alias="schedulingPolicy",
-        description="Accepted for compatibility with Kubeflow manifests; not used.",
-        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+        description=(
+            "Gang scheduling: all of the job's pods start together or none does. Used when the "
+            "operator runs with --gang-scheduler (volcano or scheduler-plugins)."
+        ),
     )
 
 
@@ -355,9 +415,22 @@ def validate_semantics(spec: TFJobSpec) -> list[str]:
     if ReplicaType.EVALUATOR in replicas and replicas[ReplicaType.EVALUATOR].replicas > 1:
         problems.append(f"{path}.Evaluator.replicas: at most 1 Evaluator")
     problems.extend(_can_finish(spec))
+    problems.extend(_gang_fits(spec))
     for rt, rs in replicas.items():
         problems.extend(_validate_template(f"{path}.{rt.value}.template", rs.template))
     return problems
+
+
+def _gang_fits(spec: TFJobSpec) -> list[str]:
+    """A gang bigger than the job could never be placed: its pods would wait forever."""
+    policy = spec.run_policy.scheduling_policy
+    total = sum(rs.replicas for rs in spec.replicas().values())
+    if policy is None or policy.min_available is None or policy.min_available <= total:
+        return []
+    return [
+        f"spec.runPolicy.schedulingPolicy.minAvailable: {policy.min_available} is more than "
+        f"the job's {total} pods; the gang could never start"
+    ]
 
 
 def _can_finish(spec: TFJobSpec) -> list[str]:

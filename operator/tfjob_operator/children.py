@@ -16,6 +16,7 @@ from .api import (
     ReplicaType,
     TFJobSpec,
 )
+from .gang import Gang, join, pod_group
 
 Manifest = dict[str, Any]
 
@@ -258,11 +259,17 @@ def checkpoint_mount(job: JobRef, spec: TFJobSpec, rt: ReplicaType) -> tuple[str
 
 
 def desired_children(
-    job: JobRef, spec: TFJobSpec, cluster_domain: str, *, scaled_down: bool = False
+    job: JobRef,
+    spec: TFJobSpec,
+    cluster_domain: str,
+    *,
+    scaled_down: bool = False,
+    gang: Gang | None = None,
 ) -> list[Manifest]:
-    """Everything the job owns, in creation order: claim, Services, StatefulSets.
+    """Everything the job owns, in creation order: claim, Services, PodGroup, StatefulSets.
 
-    `scaled_down` keeps every StatefulSet at 0 pods (finished or suspended jobs).
+    `scaled_down` keeps every StatefulSet at 0 pods (finished or suspended jobs); `gang`
+    makes the pods one PodGroup of that gang scheduler.
     """
     cluster = cluster_for(job, spec, cluster_domain)
     ports = replica_ports(spec)
@@ -272,6 +279,8 @@ def desired_children(
         children.append(claim)
     replicas = spec.replicas()
     children.extend(service(job, rt, ports[rt]) for rt in replicas)
+    if gang is not None:
+        children.append(pod_group(gang, job, spec))
     for rt, rs in replicas.items():
         template = pod_template(
             job,
@@ -280,5 +289,7 @@ def desired_children(
             tfconfig.tf_config_template(cluster, rt),
             checkpoint_mount(job, spec, rt),
         )
+        if gang is not None:
+            join(gang, job.name, template)
         children.append(statefulset(job, rt, 0 if scaled_down else rs.replicas, template))
     return children

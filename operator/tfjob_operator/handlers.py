@@ -9,26 +9,33 @@ keep no progress annotations and add no finalizers, so deleting a TFJob never wa
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
+import os
 from typing import Any
 
 import kopf
 
 from . import metrics, naming, podtemplate
 from .api import GROUP, PLURAL, VERSION
+from .config import OperatorConfig
 from .kube import Kube, configure_client, uses_kubeconfig
+from .leader import LeaderElector
 from .owned import observe_statefulset
 from .pods import observe
 from .reconcile import Reconciler
 from .workqueue import WorkQueue
 
 OURS = {naming.LABEL_MANAGED_BY: naming.MANAGED_BY}
+LOST_LEASE_EXIT = 3  # the exit status of a replica that lost the leader Lease
 
 
 @kopf.on.startup()
-def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
-    """All kopf settings in one place, under our own API group."""
+async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any) -> None:
+    """All kopf settings in one place, under our own API group; then, with leader election,
+    the elector starts: until it holds the Lease, this replica watches and keeps its indexes
+    warm but reconciles nothing."""
     settings.persistence.finalizer = f"{GROUP}/finalizer"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
@@ -42,13 +49,47 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     if memo.config.metrics_port:
         metrics.serve(memo.config.metrics_port)
     podtemplate.definitions()  # load Kubernetes' schema now, not in the first reconcile
-    memo.reconciler = Reconciler(Kube(), memo.config.cluster_domain)
+    config: OperatorConfig = memo.config
+    election = config.leader_election
+    memo.elector = None
+    if election is None:
+        kube = Kube()
+    else:
+        memo.elector = LeaderElector(
+            election.namespace,
+            election.name,
+            election.identity,
+            election.timing,
+            on_leading=lambda: _take_over(memo),
+            on_lost=_exit_on_loss,
+        )
+        kube = Kube(memo.elector.may_write, user_agent=memo.elector.user_agent)
+    memo.reconciler = Reconciler(kube, config.cluster_domain, gang=config.gang)
+    _use_indexes(memo.reconciler, kwargs)
     memo.queue = WorkQueue(memo.reconciler)
+    metrics.watch_states(memo.reconciler.states)
+    if memo.elector is not None:
+        memo.election_task = asyncio.get_running_loop().create_task(memo.elector.run())
+
+
+def _take_over(memo: kopf.Memo) -> None:
+    """The Lease is ours: reconcile every job known so far; events bring the rest."""
+    for key in list(memo.reconciler.jobs):
+        memo.queue.schedule(key)
+
+
+def _exit_on_loss(why: str) -> None:
+    """A leader that lost its Lease has stopped writing (the fence); it exits, as Kubernetes'
+    own controllers do, and comes back as a standby with nothing stale in memory."""
+    logging.shutdown()
+    os._exit(LOST_LEASE_EXIT)
 
 
 @kopf.on.cleanup()
 async def stop(memo: kopf.Memo, **_: Any) -> None:
     memo.queue.close()
+    if memo.elector is not None:
+        await memo.elector.stop()
 
 
 @kopf.on.login()
@@ -78,16 +119,26 @@ def tfjob_statefulsets(body: kopf.Body, namespace: str, labels: kopf.Labels, **_
     return {(namespace, job): obs} if obs is not None and job else None
 
 
-def _wake(memo: kopf.Memo, key: tuple[str, str], kwargs: dict[str, Any]) -> None:
-    reconciler: Reconciler = memo.reconciler
-    # kopf's live indexes
+def _use_indexes(reconciler: Reconciler, kwargs: dict[str, Any]) -> None:
+    """kopf's live indexes, which every handler receives."""
     reconciler.jobs, reconciler.pods = kwargs["tfjobs"], kwargs["tfjob_pods"]
     reconciler.statefulsets = kwargs["tfjob_statefulsets"]
-    memo.queue.schedule(key)
+
+
+def _leading(memo: kopf.Memo) -> bool:
+    return memo.elector is None or memo.elector.leading
+
+
+def _wake(memo: kopf.Memo, key: tuple[str, str], kwargs: dict[str, Any]) -> None:
+    _use_indexes(memo.reconciler, kwargs)
+    if _leading(memo):
+        memo.queue.schedule(key)
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
-async def job_event(namespace: str, name: str, memo: kopf.Memo, **kwargs: Any) -> None:
+async def job_event(type: str, namespace: str, name: str, memo: kopf.Memo, **kwargs: Any) -> None:
+    if type == "DELETED" and _leading(memo):
+        metrics.JOBS_DELETED.labels(namespace).inc()
     _wake(memo, (namespace, name), kwargs)
 
 

@@ -27,6 +27,18 @@ WRITES = {
     ("", "persistentvolumeclaims", "create"),
     (GROUP, f"{PLURAL}/status", "patch"),
     (GROUP, PLURAL, "delete"),
+    # Gang scheduling (--gang-scheduler): the job's PodGroup, server-side applied.
+    *(
+        (group, "podgroups", verb)
+        for group in ("scheduling.volcano.sh", "scheduling.x-k8s.io")
+        for verb in ("create", "patch")
+    ),
+}
+# Leader election: the operator's own Lease, in its own namespace (a Role, not cluster-wide).
+LEASE_WRITES = {
+    ("coordination.k8s.io", "leases", "get"),
+    ("coordination.k8s.io", "leases", "create"),
+    ("coordination.k8s.io", "leases", "update"),
 }
 # Reads besides the watches: a StatefulSet's FailedCreate events, only while it lacks pods.
 READS = {("", "events", "list")}
@@ -47,11 +59,29 @@ def configure_client() -> None:
         kubernetes.config.load_incluster_config()
 
 
-class Kube:
-    """Typed API handles, created once per process."""
+class MissingAPI(Exception):
+    """A kind the operator was told to use does not exist on this cluster: a setup error that
+    heals once it is installed."""
 
-    def __init__(self) -> None:
+
+class NotLeader(Exception):
+    """A write refused because this replica does not hold the leader Lease (any more)."""
+
+
+class Kube:
+    """Typed API handles, created once per process.
+
+    Every write first asks `may_write`: with leader election, a replica whose Lease has run
+    out stops writing at once, even in the middle of a reconcile.
+    """
+
+    def __init__(
+        self, may_write: Callable[[], bool] = lambda: True, user_agent: str | None = None
+    ) -> None:
+        self.may_write = may_write
         client = kubernetes.client.ApiClient()
+        if user_agent:
+            client.user_agent = user_agent
         self.core = kubernetes.client.CoreV1Api(client)
         self.apps = kubernetes.client.AppsV1Api(client)
         self.custom = kubernetes.client.CustomObjectsApi(client)
@@ -60,11 +90,19 @@ class Kube:
             "StatefulSet": self.apps.patch_namespaced_stateful_set,
         }
 
+    def _fence(self) -> None:
+        if not self.may_write():
+            raise NotLeader("this replica does not hold the leader Lease")
+
     def apply(self, manifest: dict[str, Any]) -> None:
         """Server-side apply one child; creates it when missing."""
+        self._fence()
         meta = manifest["metadata"]
         if manifest["kind"] == "PersistentVolumeClaim":
             self._create_claim(manifest)
+            return
+        if manifest["kind"] == "PodGroup":
+            self._apply_pod_group(manifest)
             return
         _send(
             self._apply[manifest["kind"]],
@@ -75,6 +113,31 @@ class Kube:
             force=True,
             _content_type=APPLY,
         )
+
+    def _apply_pod_group(self, manifest: dict[str, Any]) -> None:
+        """A custom resource of the gang scheduler; a 404 means its CRD is not installed."""
+        group, version = manifest["apiVersion"].split("/")
+        meta = manifest["metadata"]
+        try:
+            _send(
+                self.custom.patch_namespaced_custom_object,
+                group,
+                version,
+                meta["namespace"],
+                "podgroups",
+                meta["name"],
+                manifest,
+                field_manager=naming.FIELD_MANAGER,
+                force=True,
+                _content_type=APPLY,
+            )
+        except kubernetes.client.ApiException as e:
+            if e.status != 404:
+                raise
+            raise MissingAPI(
+                f"the PodGroup CRD (podgroups.{group}, {version}) is not installed: install "
+                "the gang scheduler, or run the operator without --gang-scheduler"
+            ) from None
 
     def _create_claim(self, manifest: dict[str, Any]) -> None:
         """Claims are created once and never changed: their spec is immutable once bound."""
@@ -88,6 +151,7 @@ class Kube:
 
     def scale_to_zero(self, namespace: str, name: str) -> None:
         """Scale a StatefulSet to 0 without restating its spec (which may be invalid now)."""
+        self._fence()
         _send(
             self.apps.patch_namespaced_stateful_set,
             name,
@@ -99,6 +163,7 @@ class Kube:
         )
 
     def delete_child(self, kind: str, namespace: str, name: str) -> None:
+        self._fence()
         delete = {
             "StatefulSet": self.apps.delete_namespaced_stateful_set,
             "Service": self.core.delete_namespaced_service,
@@ -123,12 +188,14 @@ class Kube:
 
     def patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         """Merge-patch the status subresource; return the object as stored."""
+        self._fence()
         return self.custom.patch_namespaced_custom_object_status(
             GROUP, VERSION, namespace, PLURAL, name, {"status": patch}, _content_type=MERGE
         )
 
     def delete_job(self, namespace: str, name: str) -> None:
         """Delete a TFJob; the garbage collector removes its children."""
+        self._fence()
         try:
             self.custom.delete_namespaced_custom_object(
                 GROUP, VERSION, namespace, PLURAL, name, propagation_policy="Background"

@@ -28,11 +28,14 @@ from .api import (
     parse_spec,
 )
 from .children import JobRef, Manifest, check_additions, desired_children
+from .gang import Gang, ignored_fields
 from .owned import StatefulSetObservation
 from .pods import Exit, PodObservation, Stuck
 
 # The marker of a spec that broke the operator's own code: a bug to report, never a loop.
 INTERNAL_ERROR = "internal error"
+# A pod waits this long for a scheduler of its own before the job says it may not be running.
+SCHEDULER_GRACE_SECONDS = 30.0
 FINAL = (
     "A failed TFJob stays failed: fix the spec, then delete and re-create the TFJob "
     "(kubectl replace --force -f FILE)."
@@ -263,11 +266,13 @@ def decide(
     statefulsets: Sequence[StatefulSetObservation] = (),
     create_failures: Mapping[str, str] | None = None,
     error: str | None = None,
+    gang: Gang | None = None,
 ) -> Decision:
     """Compute the job's next status, its children and the side effects, from what is seen.
 
     `statefulsets` are the owned ones that exist; `create_failures` the latest FailedCreate
-    message of each StatefulSet that lacks pods; `error` a reconcile failure that persists.
+    message of each StatefulSet that lacks pods; `error` a reconcile failure that persists;
+    `gang` the operator's gang scheduler, if any.
     """
     prior = job.status
     status = copy.deepcopy(prior)
@@ -277,7 +282,7 @@ def decide(
         status, st.Cond.CREATED, True, st.Reason.CREATED, f"TFJob {name} is created.", now
     )
     _reconcile_error(status, error, name, now)
-    news = _generation_news(job, status, was_finished, name)
+    news = _generation_news(job, status, was_finished, name, gang)
 
     if job.spec is None:
         if not was_finished:
@@ -294,7 +299,7 @@ def decide(
         decision = _finish(prior, status)
     else:
         decision = _decide_valid(
-            job, status, observed, now, cluster_domain, statefulsets, create_failures or {}
+            job, status, observed, now, cluster_domain, statefulsets, create_failures or {}, gang
         )
     decision.events = news + decision.events
     finished = st.is_finished(status)
@@ -321,6 +326,7 @@ def _decide_valid(
     cluster_domain: str,
     statefulsets: Sequence[StatefulSetObservation],
     create_failures: Mapping[str, str],
+    gang: Gang | None,
 ) -> Decision:
     """The lifecycle of a job whose spec is valid: pods -> status, and its children."""
     spec, prior = job.spec, job.status
@@ -369,12 +375,14 @@ def _decide_valid(
     _replica_counts(status, pods, spec, frozen=was_finished)
     suspended = policy.suspend and not finished
     missing = {} if suspended else _missing_pods(job.ref.name, spec, pods, create_failures)
-    _waiting(status, pods, missing, finished)
+    _waiting(status, pods, missing, finished, now, requeue)
 
     decision = _finish(prior, status)
     decision.events += _waiting_events(prior, status)
     if not finished:
-        decision.children = desired_children(job.ref, spec, cluster_domain, scaled_down=suspended)
+        decision.children = desired_children(
+            job.ref, spec, cluster_domain, scaled_down=suspended, gang=gang
+        )
         wanted = {c["metadata"]["name"] for c in decision.children}
         decision.delete_children = [
             (kind, s.name)
@@ -409,7 +417,7 @@ def _reconcile_error(status: st.Status, error: str | None, name: str, now: datet
 
 
 def _generation_news(
-    job: JobView, status: st.Status, was_finished: bool, name: str
+    job: JobView, status: st.Status, was_finished: bool, name: str, gang: Gang | None
 ) -> list[tuple[str, str, str]]:
     """Events owed once per spec generation: what the operator changed in the spec as
     written, or, for a job that has finished, that the edit is not applied."""
@@ -428,7 +436,8 @@ def _generation_news(
         ]
     if was_finished:
         return []
-    return [("Warning", st.Reason.SPEC_ADJUSTED, w) for w in job.warnings]
+    unused = ignored_fields(gang, job.spec) if job.spec is not None else []
+    return [("Warning", st.Reason.SPEC_ADJUSTED, w) for w in (*job.warnings, *unused)]
 
 
 def _missing_pods(
@@ -557,12 +566,26 @@ def _advance(
 
 
 def _waiting(
-    status: st.Status, pods: list[PodObservation], missing: dict[str, Stuck], finished: bool
+    status: st.Status,
+    pods: list[PodObservation],
+    missing: dict[str, Stuck],
+    finished: bool,
+    now: datetime,
+    requeue: list[float],
 ) -> None:
     """Pods that cannot start, and why: a job stuck on a bad image, an unschedulable GPU
-    request or a pod Kubernetes refuses to create says so in its own status instead of staying
-    Created in silence."""
-    stuck = {p.name: p.stuck for p in pods if p.stuck} | missing
+    request, a scheduler that is not running or a pod Kubernetes refuses to create says so in
+    its own status instead of staying Created in silence."""
+    stuck: dict[str, Stuck] = {}
+    for p in pods:
+        why = p.stuck or p.scheduler_missing(now, SCHEDULER_GRACE_SECONDS)
+        if why is not None:
+            stuck[p.name] = why
+        elif p.unscheduled_by is not None and p.created is not None:
+            # No event will come from a scheduler that is not there: look again at the grace.
+            waited = (now - p.created).total_seconds()
+            requeue.append(max(SCHEDULER_GRACE_SECONDS - waited, 0.0) + 0.5)
+    stuck |= missing
     waiting = {} if finished else {pod: why.describe() for pod, why in sorted(stuck.items())}
     if waiting:
         status["waiting"] = waiting

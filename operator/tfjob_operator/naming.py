@@ -90,3 +90,8 @@ def check_job_name(name: str, replica_types: Iterable[ReplicaType]) -> list[str]
             f"with a {longest.value} replica use at most {limit} characters"
         )
     return problems
+
+
+def pod_group_name(job: str) -> str:
+    """The job's PodGroup, for either gang scheduler: the job's own name, as in Kubeflow."""
+    return job

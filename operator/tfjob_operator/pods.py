@@ -7,6 +7,7 @@ the container's `state.terminated`, `lastState.terminated` and `restartCount`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from . import naming
@@ -25,6 +26,7 @@ class Exit:
 # the user, and so does a pod no node can take.
 ROUTINE_WAITING = frozenset({"ContainerCreating", "PodInitializing", "CrashLoopBackOff"})
 MESSAGE_LIMIT = 300
+DEFAULT_SCHEDULER = "default-scheduler"
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,23 @@ class PodObservation:
     restart_count: int = 0
     deleting: bool = False
     stuck: Stuck | None = None
+    # A pod that names a scheduler of its own (a gang scheduler) which has not looked at it
+    # yet: that scheduler's name, and when the pod was created.
+    unscheduled_by: str | None = None
+    created: datetime | None = None
+
+    def scheduler_missing(self, now: datetime, grace: float) -> Stuck | None:
+        """Why the pod waits, once its scheduler has ignored it for `grace` seconds."""
+        if self.unscheduled_by is None or self.created is None:
+            return None
+        waited = (now - self.created).total_seconds()
+        if waited < grace:
+            return None
+        return Stuck(
+            "NotScheduled",
+            f"scheduler '{self.unscheduled_by}' has not looked at the pod for {waited:.0f}s; "
+            "is it running? (the operator's --gang-scheduler must name an installed scheduler)",
+        )
 
     @property
     def terminations(self) -> int:
@@ -86,6 +105,29 @@ def _stuck(pod: dict[str, Any], state: dict[str, Any]) -> Stuck | None:
     return None
 
 
+def _unscheduled_by(pod: dict[str, Any]) -> str | None:
+    """The scheduler a pending pod waits for, when it is not the default one and has not
+    said anything yet (no PodScheduled condition): a scheduler that may not be running."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    scheduler = spec.get("schedulerName") or DEFAULT_SCHEDULER
+    if scheduler == DEFAULT_SCHEDULER or spec.get("nodeName"):
+        return None
+    conditions = status.get("conditions") or []
+    if any(c.get("type") == "PodScheduled" for c in conditions):
+        return None
+    return scheduler
+
+
+def _created(meta: dict[str, Any]) -> datetime | None:
+    value = meta.get("creationTimestamp")
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
 def observe(pod: dict[str, Any]) -> PodObservation | None:
     """Reduce a pod to what the lifecycle rules need; None for pods that are not ours."""
     meta = pod.get("metadata") or {}
@@ -112,4 +154,6 @@ def observe(pod: dict[str, Any]) -> PodObservation | None:
         restart_count=int(cs.get("restartCount", 0)),
         deleting=meta.get("deletionTimestamp") is not None,
         stuck=_stuck(pod, state),
+        unscheduled_by=_unscheduled_by(pod),
+        created=_created(meta),
     )

@@ -39,6 +39,25 @@ RULES: list[dict[str, Any]] = [
         "verbs": WATCH,
     },
     {"apiGroups": [""], "resources": ["namespaces"], "verbs": WATCH},
+    # Gang scheduling (--gang-scheduler): the job's PodGroup, server-side applied.
+    {
+        "apiGroups": ["scheduling.volcano.sh", "scheduling.x-k8s.io"],
+        "resources": ["podgroups"],
+        "verbs": ["create", "patch"],
+    },
+]
+
+# Leader election, granted by a Role in the operator's own namespace only.
+LEASE_NAME = "tfjob-operator-leader"
+LEASE_RULES: list[dict[str, Any]] = [
+    # create cannot be limited by name; reading and renewing are limited to our Lease.
+    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+    {
+        "apiGroups": ["coordination.k8s.io"],
+        "resources": ["leases"],
+        "resourceNames": [LEASE_NAME],
+        "verbs": ["get", "update"],
+    },
 ]
 
 

@@ -21,7 +21,9 @@ import kubernetes
 import urllib3
 
 from . import metrics
-from .kube import Kube
+from . import status as st
+from .gang import Gang
+from .kube import Kube, MissingAPI, NotLeader
 from .lifecycle import Decision, JobView, decide
 from .owned import StatefulSetObservation, lacking
 from .pods import PodObservation
@@ -64,6 +66,7 @@ class _Failing:
 class Reconciler:
     kube: Kube
     cluster_domain: str
+    gang: Gang | None = None
     jobs: Mapping[JobKey, Any] = field(default_factory=dict)  # kopf index: key -> [body]
     pods: Mapping[JobKey, Any] = field(default_factory=dict)  # kopf index: key -> [observation]
     statefulsets: Mapping[JobKey, Any] = field(default_factory=dict)  # kopf index: key -> [obs]
@@ -79,6 +82,13 @@ class Reconciler:
     _create_checked: dict[JobKey, tuple[float, dict[str, str], float | None]] = field(
         default_factory=dict
     )
+    # Each job's state as last written, for the jobs-by-state gauge.
+    _states: dict[JobKey, str] = field(default_factory=dict)
+
+    def states(self) -> list[tuple[str, str]]:
+        """(namespace, state) of every job this replica reconciles (read at scrape time, from
+        another thread: one C-level copy of the dict)."""
+        return [(key[0], state) for key, state in list(self._states.items())]
 
     def forget_children(self, key: JobKey) -> None:
         """A child was deleted behind our back: apply everything again next time."""
@@ -93,6 +103,7 @@ class Reconciler:
                 self._views,
                 self._failing,
                 self._create_checked,
+                self._states,
             ):
                 cache.pop(key, None)
             return None
@@ -117,9 +128,19 @@ class Reconciler:
         return view
 
     async def __call__(self, key: JobKey) -> float | None:
+        if not self.kube.may_write():
+            return None  # a standby, or a leader whose Lease has run out: not ours to touch
         with metrics.RECONCILE_SECONDS.time():
             try:
                 delay = await self._reconcile(key)
+            except NotLeader:
+                log.info("%s/%s: reconcile stopped: the leader Lease is not ours", *key)
+                return None
+            except MissingAPI as e:
+                # Nothing to retry quickly, nothing to wait for: say it now, and look again.
+                metrics.RECONCILES.labels("error").inc()
+                await self._persisting(key, str(e), at_once=True)
+                raise RetryableError(str(e)) from None
             except Exception as e:
                 metrics.RECONCILES.labels("error").inc()
                 message = (
@@ -137,13 +158,16 @@ class Reconciler:
         metrics.RECONCILES.labels("ok").inc()
         return delay
 
-    async def _persisting(self, key: JobKey, message: str) -> None:
-        """Count a failed reconcile; once it persists, say so in the job's status, once."""
+    async def _persisting(self, key: JobKey, message: str, *, at_once: bool = False) -> None:
+        """Count a failed reconcile; once it persists (`at_once`: a setup error, which does
+        from the start), say so in the job's status, once."""
         now = time.monotonic()
         failing = self._failing.setdefault(key, _Failing(since=now))
         failing.attempts += 1
         lasting = (
-            failing.attempts >= PERSISTENT_ATTEMPTS or now - failing.since >= PERSISTENT_SECONDS
+            at_once
+            or failing.attempts >= PERSISTENT_ATTEMPTS
+            or now - failing.since >= PERSISTENT_SECONDS
         )
         if failing.reported or not lasting:
             return
@@ -158,6 +182,7 @@ class Reconciler:
             self.cluster_domain,
             statefulsets=list(self.statefulsets.get(key, [])),
             error=message[:500],
+            gang=self.gang,
         )
         try:
             await self._write(key, body, decision)
@@ -180,6 +205,7 @@ class Reconciler:
             self.cluster_domain,
             statefulsets=sets,
             create_failures=failures,
+            gang=self.gang,
         )
 
         fingerprint = json.dumps(decision.children, sort_keys=True)
@@ -194,7 +220,12 @@ class Reconciler:
                 # the same children again would be refused again.
                 problem = f"Kubernetes refused a child: {_api_message(e)}"
                 decision = decide(
-                    view.refused(problem), observed, now, self.cluster_domain, statefulsets=sets
+                    view.refused(problem),
+                    observed,
+                    now,
+                    self.cluster_domain,
+                    statefulsets=sets,
+                    gang=self.gang,
                 )
             self._applied[key] = fingerprint
         if decision.scale_down or decision.delete_children:
@@ -211,7 +242,7 @@ class Reconciler:
         return min(delays) if delays else None
 
     async def _write(self, key: JobKey, body: dict[str, Any], decision: Decision) -> None:
-        """The status patch, then the events it announces."""
+        """The status patch, then the events it announces and the job metrics it moves."""
         if decision.patch:
             try:
                 result = await asyncio.to_thread(
@@ -223,6 +254,10 @@ class Reconciler:
                 raise
             self._written[key] = (body["metadata"].get("resourceVersion", ""), result)
             metrics.STATUS_WRITES.inc()
+            metrics.record(key[0], body.get("status") or {}, decision.status)
+        self._states[key] = st.state(decision.status)
+        if decision.events and not self.kube.may_write():
+            raise NotLeader("the leader Lease ran out before the events were posted")
         for type_, reason, message in decision.events:
             kopf.event(body, type=type_, reason=reason, message=message)
             metrics.TRANSITIONS.labels(reason).inc()

@@ -53,6 +53,32 @@ def rbac_manifests() -> str:
             },
             "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}],
         },
+        # Leader election: the Lease lives in the operator's own namespace, and only there.
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {
+                "name": f"{NAME}-leader-election",
+                "namespace": NAMESPACE,
+                "labels": labels,
+            },
+            "rules": rbac.LEASE_RULES,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {
+                "name": f"{NAME}-leader-election",
+                "namespace": NAMESPACE,
+                "labels": labels,
+            },
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": f"{NAME}-leader-election",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}],
+        },
     ]
     return HEADER + "---\n".join(_dump(d) for d in docs)
 
@@ -65,6 +91,7 @@ def outputs(root: Path) -> dict[Path, str]:
         root / "manifests" / "rbac.yaml": rbac_manifests(),
         chart / "crd.yaml": crd.render(),
         chart / "rules.yaml": HEADER + _dump(rbac.RULES),
+        chart / "lease-rules.yaml": HEADER + _dump(rbac.LEASE_RULES),
     }
 
 

@@ -162,3 +162,24 @@ def merge_patch(old: Any, new: Any) -> Any:
         elif old[k] != v:
             patch[k] = merge_patch(old[k], v)
     return patch
+
+
+def changes(before: Status, after: Status) -> dict[str, Any]:
+    """What a status write tells about the job's life, for the job metrics: which of
+    created, succeeded and failed it newly is, how many failure restarts it adds, and how
+    long the job ran when it has just finished."""
+    news = {c: is_true(after, c) and not is_true(before, c) for c in (Cond.CREATED, *TERMINAL)}
+    restarted = max(0, int(after.get("restarts") or 0) - int(before.get("restarts") or 0))
+    duration = None
+    if news[Cond.SUCCEEDED] or news[Cond.FAILED]:
+        start = parse_timestamp(after.get("startTime"))
+        end = parse_timestamp(after.get("completionTime"))
+        if start is not None and end is not None:
+            duration = max(0.0, (end - start).total_seconds())
+    return {
+        "created": news[Cond.CREATED],
+        "succeeded": news[Cond.SUCCEEDED],
+        "failed": news[Cond.FAILED],
+        "restarted": restarted,
+        "duration": duration,
+    }

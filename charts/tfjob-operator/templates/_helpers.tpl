@@ -78,3 +78,8 @@ which a Role in each watched namespace grants. Returns YAML: {cluster: [...], na
 {{- end }}
 {{- toYaml (dict "cluster" $cluster "namespaced" $namespaced) }}
 {{- end }}
+
+{{/* The leader-election Lease, one per release. */}}
+{{- define "tfjob-operator.leaseName" -}}
+{{- printf "%s-leader" (include "tfjob-operator.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
