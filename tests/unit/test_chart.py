@@ -164,7 +164,10 @@ def test_operator_pod_meets_restricted_pod_security(renders, name):
         ("securityContext.runAsNonroot=true", "additional properties 'runAsNonroot'"),
         ("logLevel=verbose", "logLevel"),
         ("logFormat=text", "logFormat"),
-        ("replicaCount=2", "replicaCount"),
+        ("replicaCount=-1", "replicaCount"),
+        ("gangScheduling.scheduler=kueue", "gangScheduling/scheduler"),
+        ("leaderElection.leaseDuration=0", "leaderElection/leaseDuration"),
+        ("metrics.serviceMonitor.interval=often", "serviceMonitor/interval"),
         ("metrics.port=8080", "metrics/port"),
         ("metrics.port=80", "metrics/port"),
         ("watchNamespaces={team-*}", "watchNamespaces"),
@@ -228,6 +231,18 @@ def test_default_args_are_the_operators_flags(renders, monkeypatch):
         monkeypatch.delenv(var, raising=False)
     args = build_parser().parse_args(container["args"])
     assert args.standalone is True
+    assert args.leader_elect is True
+    assert args.leader_elect_resource_name == f"{FULLNAME}-leader"
+    assert (
+        args.leader_elect_lease_duration,
+        args.leader_elect_renew_deadline,
+        args.leader_elect_retry_period,
+    ) == (15, 10, 2)
+    assert args.gang_scheduler is None
+    # The Lease names this replica by its pod and lives in the pod's namespace.
+    env = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}) for e in container["env"]}
+    assert env["POD_NAME"] == {"fieldPath": "metadata.name"}
+    assert env["POD_NAMESPACE"] == {"fieldPath": "metadata.namespace"}
     assert args.liveness == "http://0.0.0.0:8080/healthz"
     assert args.namespace == []
     assert (args.cluster_domain, args.log_level, args.log_format) == (
@@ -317,7 +332,81 @@ def test_cluster_role_has_the_rbac_rules(renders):
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": FULLNAME, "namespace": NAMESPACE}
     ]
-    assert find(docs, "Role") == find(docs, "RoleBinding") == []
+    assert find(docs, "Role") == [lease_role(docs)]
+
+
+def lease_role(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The leader-election Role: the generated Lease rules, for this release's Lease only."""
+    role = one(docs, "Role", f"{FULLNAME}-leader-election")
+    assert role["metadata"]["namespace"] == NAMESPACE
+    want = [
+        {**r, "resourceNames": [f"{FULLNAME}-leader"]} if "resourceNames" in r else r
+        for r in rbac.LEASE_RULES
+    ]
+    assert role["rules"] == want
+    binding = one(docs, "RoleBinding", f"{FULLNAME}-leader-election")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"][0]["namespace"] == NAMESPACE
+    return role
+
+
+def test_two_replicas_with_leader_election_a_budget_and_spread(renders):
+    docs = renders["default"]
+    deployment = one(docs, "Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    # The Lease keeps one reconciling: a rolling update may overlap old and new pods.
+    assert deployment["spec"]["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}
+    pdb = one(docs, "PodDisruptionBudget", FULLNAME)
+    assert pdb["spec"]["minAvailable"] == 1
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    spread = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    (term,) = spread["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert term["podAffinityTerm"]["labelSelector"]["matchLabels"].items() <= pod_labels.items()
+
+
+@pytest.mark.parametrize(("kube_version", "api"), [("1.20.2", "v1beta1"), ("1.28.0", "v1")])
+def test_budget_api_follows_the_cluster(helm, kube_version, api):
+    docs = template(helm, {}, "--kube-version", kube_version)
+    assert one(docs, "PodDisruptionBudget")["apiVersion"] == f"policy/{api}"
+
+
+def test_one_replica_without_leader_election(helm):
+    docs = template(helm, {"replicaCount": 1, "leaderElection": {"enabled": False}})
+    deployment = one(docs, "Deployment")
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    args = build_parser().parse_args(operator_container(docs)["args"])
+    assert args.leader_elect is False
+    assert find(docs, "PodDisruptionBudget") == find(docs, "Role") == []
+    proc = run_helm(helm, "template", RELEASE, str(CHART), "--set", "leaderElection.enabled=false")
+    assert proc.returncode != 0 and "needs leaderElection.enabled" in proc.stderr
+    proc = run_helm(
+        helm, "template", RELEASE, str(CHART), "--set", "leaderElection.renewDeadline=20"
+    )
+    assert proc.returncode != 0 and "leaseDuration > renewDeadline" in proc.stderr
+
+
+@pytest.mark.parametrize("scheduler", ["volcano", "scheduler-plugins"])
+def test_gang_scheduler_value_is_the_operators_flag(helm, scheduler):
+    values = {"gangScheduling": {"scheduler": scheduler, "schedulerName": "gang"}}
+    args = build_parser().parse_args(operator_container(template(helm, values))["args"])
+    assert (args.gang_scheduler, args.gang_scheduler_name) == (scheduler, "gang")
+
+
+def test_service_monitor_is_off_by_default_and_scrapes_the_metrics_port(helm, renders):
+    assert find(renders["default"], "ServiceMonitor") == []
+    values = {"metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}}}
+    docs = template(helm, values)
+    monitor = one(docs, "ServiceMonitor", FULLNAME)
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    service = one(docs, "Service", f"{FULLNAME}-metrics")
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
+    assert monitor["spec"]["endpoints"] == [
+        {"port": "metrics", "path": "/metrics", "interval": "30s"}
+    ]
 
 
 def test_watched_namespaces_get_a_role_each(renders):
@@ -340,7 +429,8 @@ def test_watched_namespaces_get_a_role_each(renders):
         assert binding["subjects"] == [
             {"kind": "ServiceAccount", "name": "tfjob-sa", "namespace": NAMESPACE}
         ]
-    assert len(find(docs, "Role")) == len(find(docs, "RoleBinding")) == 2
+    lease_role(docs)
+    assert len(find(docs, "Role")) == len(find(docs, "RoleBinding")) == 3
 
 
 def without_chart_metadata(obj: dict[str, Any]) -> dict[str, Any]:

@@ -605,3 +605,39 @@ def test_a_spec_that_breaks_our_own_code_is_invalid_not_a_crash(monkeypatch):
     cond = st.find(run.status, "Failed")
     assert cond["reason"] == "InvalidSpec" and "internal error" in cond["message"]
     assert "KeyError" in cond["message"]
+
+
+def gang_pod(job, rt, index, *, created, scheduler="volcano", conditions=()):
+    """A pod a gang scheduler has to place: pending, no node, maybe no word from it yet."""
+    p = pod(job, rt, index)
+    p["metadata"]["creationTimestamp"] = st.timestamp(created)
+    p["spec"]["schedulerName"] = scheduler
+    p["status"] = {"phase": "Pending", "conditions": list(conditions)}
+    return p
+
+
+def test_a_scheduler_that_never_answers_is_named_in_status():
+    body = tfjob(replicas={"PS": 1, "Worker": 1})
+    run = Run(body)
+    pods = [gang_pod("mnist", "ps", 0, created=T0), gang_pod("mnist", "worker", 0, created=T0)]
+    d = run.step(*pods, after=5)
+    assert "waiting" not in run.status  # a scheduler gets a grace period to act
+    assert 25 < d.requeue_after <= 26  # no event will come: look again when it ends
+    run.step(*pods, after=26)
+    waiting = run.status["waiting"]
+    assert set(waiting) == {"mnist-ps-0", "mnist-worker-0"}
+    assert waiting["mnist-ps-0"].startswith("NotScheduled: scheduler 'volcano' has not looked")
+    assert run.reasons().count("PodWaiting") == 2
+
+
+def test_a_scheduler_that_answers_is_not_suspected():
+    body = tfjob(replicas={"PS": 1, "Worker": 1})
+    run = Run(body)
+    said = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "gang"}
+    pods = [
+        gang_pod("mnist", "ps", 0, created=T0, conditions=[said]),
+        gang_pod("mnist", "worker", 0, created=T0, scheduler="default-scheduler"),
+    ]
+    run.step(*pods, after=120)
+    # Volcano's own answer is reported as it is; the default scheduler is never suspected.
+    assert run.status["waiting"] == {"mnist-ps-0": "Unschedulable: gang"}

@@ -47,3 +47,18 @@ def test_no_wildcards_and_no_secrets():
     for rule in rbac.RULES:
         assert "*" not in rule["verbs"] and "*" not in rule["resources"]
     assert not any(r == "secrets" for _, r, _ in granted())
+
+
+def test_lease_rules_grant_exactly_the_elector_calls():
+    lease_granted = {
+        (g, r, v)
+        for rule in rbac.LEASE_RULES
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    }
+    assert lease_granted == kube.LEASE_WRITES
+    # Reading and renewing are limited to the operator's own Lease.
+    named = [r for r in rbac.LEASE_RULES if "resourceNames" in r]
+    assert named == [{**named[0], "resourceNames": [rbac.LEASE_NAME]}]
+    assert set(named[0]["verbs"]) == {"get", "update"}

@@ -61,3 +61,45 @@ def test_same_condition_again_changes_nothing():
 )
 def test_merge_patch(old, new, patch):
     assert st.merge_patch(old, new) == patch
+
+
+def conditioned(*types_, restarts=0, start=None, end=None):
+    s: dict = {"restarts": restarts}
+    for t in types_:
+        st.set_condition(s, t, True, t, "", T0)
+    if start is not None:
+        s["startTime"] = st.timestamp(T0 + timedelta(seconds=start))
+    if end is not None:
+        s["completionTime"] = st.timestamp(T0 + timedelta(seconds=end))
+    return s
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "want"),
+    [
+        ({}, conditioned("Created"), dict(created=True)),
+        (conditioned("Created"), conditioned("Created", "Running"), {}),
+        (
+            conditioned("Created", "Running", restarts=1),
+            conditioned("Created", "Restarting", restarts=3),
+            dict(restarted=2),
+        ),
+        (
+            conditioned("Created", "Running", start=0),
+            conditioned("Created", "Succeeded", start=0, end=95),
+            dict(succeeded=True, duration=95.0),
+        ),
+        (
+            conditioned("Created", "Running"),
+            conditioned("Created", "Failed", start=10, end=70),
+            dict(failed=True, duration=60.0),
+        ),
+        # An invalid spec fails at once: created and failed in one write, no start time.
+        ({}, conditioned("Created", "Failed", end=0), dict(created=True, failed=True)),
+        # Already finished: a later write (replica counts) is no news.
+        (conditioned("Created", "Succeeded"), conditioned("Created", "Succeeded"), {}),
+    ],
+)
+def test_changes_for_the_job_metrics(before, after, want):
+    base = dict(created=False, succeeded=False, failed=False, restarted=0, duration=None)
+    assert st.changes(before, after) == base | want

@@ -1,0 +1,78 @@
+"""Who may hold the leader Lease, as a table over the pure rules (`claim`, `release`)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from tfjob_operator.leader import Timing, claim, expiry, format_time, parse_time, release
+
+NOW = datetime(2026, 11, 24, 12, 0, 0, 500000, tzinfo=UTC)
+ME, OTHER = "op-a_1234", "op-b_5678"
+
+
+def lease(holder: str | None, renewed_ago: float, duration: int = 15, transitions: int = 3):
+    return {
+        "holderIdentity": holder,
+        "leaseDurationSeconds": duration,
+        "acquireTime": format_time(NOW - timedelta(seconds=600)),
+        "renewTime": format_time(NOW - timedelta(seconds=renewed_ago)),
+        "leaseTransitions": transitions,
+    }
+
+
+@pytest.mark.parametrize(
+    ("spec", "mine", "transitions", "acquired_now"),
+    [
+        (None, True, 0, True),  # no Lease yet: the first replica creates it
+        ({}, True, 0, True),
+        (lease(None, 1), True, 3, True),  # released: free at once
+        (lease(ME, 1), True, 3, False),  # ours: renewed, acquireTime kept
+        (lease(ME, 60), True, 3, False),  # ours even if late: the API accepted the renewal
+        (lease(OTHER, 1), False, None, None),  # held
+        (lease(OTHER, 14.9), False, None, None),  # held until the very end
+        (lease(OTHER, 15), True, 4, True),  # run out: taken, one more transition
+        (lease(OTHER, 3, duration=1), True, 4, True),  # a released Lease (duration 1)
+    ],
+)
+def test_claim(spec, mine, transitions, acquired_now):
+    got = claim(spec, ME, NOW, 15)
+    if not mine:
+        assert got is None
+        return
+    assert got["holderIdentity"] == ME
+    assert parse_time(got["renewTime"]) == NOW
+    assert got["leaseDurationSeconds"] == 15
+    assert got["leaseTransitions"] == transitions
+    acquired = parse_time(got["acquireTime"])
+    assert (acquired == NOW) is acquired_now
+
+
+def test_release_frees_only_our_own_lease():
+    assert release(lease(OTHER, 1), ME, NOW) is None
+    freed = release(lease(ME, 1), ME, NOW)
+    assert freed["holderIdentity"] is None and freed["leaseDurationSeconds"] == 1
+    assert expiry(freed, 15) is None
+    assert claim(freed, OTHER, NOW, 15)["holderIdentity"] == OTHER
+
+
+def test_expiry_and_micro_time_round_trip():
+    assert format_time(NOW) == "2026-11-24T12:00:00.500000Z"
+    assert expiry(lease(OTHER, 5), 15) == NOW + timedelta(seconds=10)
+    assert expiry({"holderIdentity": OTHER}, 15) is None
+    assert parse_time("not a time") is None and parse_time(None) is None
+
+
+@pytest.mark.parametrize(
+    ("timing", "ok"),
+    [
+        (Timing(), True),
+        (Timing(15, 10, 2), True),
+        (Timing(10, 10, 2), False),  # the leader could still write as another takes over
+        (Timing(15, 2, 2), False),
+        (Timing(15, 10, 0), False),
+    ],
+)
+def test_timing_rules(timing, ok):
+    assert (timing.problems() == []) is ok
