@@ -1,0 +1,178 @@
+"""Gang scheduling on the real API server, with both PodGroup CRDs installed: each scheduler
+choice makes its PodGroup and pod fields; a missing CRD and a scheduler that never answers
+are said in the job's status.
+
+The order matters: the first test runs before the CRDs exist and installs them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.support.jobs import tfjob
+from tests.support.kube import wait_for
+from tests.support.operator import stepped_aside
+from tfjob_operator import status as st
+from tfjob_operator.gang import COSCHEDULING_LABEL, VOLCANO_GROUP_ANNOTATION, Scheduler
+
+pytestmark = pytest.mark.integration
+
+CRDS = ROOT / "tests" / "data" / "podgroup-crds.yaml"
+POLICY = {
+    "minAvailable": 3,
+    "queue": "research",
+    "priorityClass": "high",
+    "scheduleTimeoutSeconds": 90,
+}
+
+
+def gang_job(name: str = "mnist", workers: int = 2) -> dict:
+    body = tfjob(
+        name=name, replicas={"PS": 1, "Worker": workers}, run_policy={"schedulingPolicy": POLICY}
+    )
+    for rs in body["spec"]["tfReplicaSpecs"].values():
+        rs["template"]["spec"]["containers"][0]["resources"] = {
+            "requests": {"cpu": "500m", "memory": "1Gi"}
+        }
+    return body
+
+
+def pod_group(custom, scheduler: Scheduler, ns: str, name: str) -> dict:
+    group, version, plural = scheduler.api
+    return custom.get_namespaced_custom_object(group, version, ns, plural, name)
+
+
+def test_missing_crd_is_said_at_once_and_heals_when_installed(
+    operator, control_plane, kubectl, job, custom, ns, tmp_path
+):
+    if kubectl.run("get", "crd", "podgroups.scheduling.volcano.sh", check=False).returncode == 0:
+        pytest.skip("the PodGroup CRDs are installed already (this test runs first in the module)")
+    with stepped_aside(
+        operator, control_plane.kubeconfig, tmp_path / "op.log", ["--gang-scheduler=volcano"]
+    ):
+        name = job.create(gang_job())
+        cond = job.wait_condition(name, st.Cond.RECONCILE_ERROR, timeout=20)
+        assert cond["status"] == "True"
+        assert "podgroups.scheduling.volcano.sh" in cond["message"]
+        assert "install the gang scheduler" in cond["message"]
+        job.wait_event(name, st.Reason.RECONCILE_ERROR)
+        assert job.statefulsets(name) == {}, "no pod is made outside its gang"
+
+        kubectl("apply", "-f", str(CRDS))
+        kubectl("wait", "--for=condition=established", "--timeout=60s", "crd", "--all")
+        wait_for(lambda: pod_group(custom, Scheduler.VOLCANO, ns, name), 90, "the PodGroup, healed")
+        wait_for(
+            lambda: job.condition(name, st.Cond.RECONCILE_ERROR)["status"] == "False",
+            30,
+            "the error to clear",
+        )
+        assert set(job.statefulsets(name)) == {"mnist-ps", "mnist-worker"}
+
+
+@pytest.fixture(scope="module")
+def podgroup_crds(kubectl):
+    kubectl("apply", "-f", str(CRDS))
+    kubectl("wait", "--for=condition=established", "--timeout=60s", "crd", "--all")
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "spec", "pod_scheduler"),
+    [
+        (
+            Scheduler.VOLCANO,
+            {
+                "minMember": 3,
+                "minResources": {"cpu": "1500m", "memory": "3221225472"},
+                "queue": "research",
+                "priorityClassName": "high",
+            },
+            "volcano",
+        ),
+        (
+            Scheduler.SCHEDULER_PLUGINS,
+            {
+                "minMember": 3,
+                "minResources": {"cpu": "1500m", "memory": "3221225472"},
+                "scheduleTimeoutSeconds": 90,
+            },
+            "scheduler-plugins-scheduler",
+        ),
+    ],
+)
+def test_each_scheduler_gets_its_pod_group_and_pod_fields(
+    podgroup_crds,
+    operator,
+    control_plane,
+    kubectl,
+    job,
+    custom,
+    ns,
+    tmp_path,
+    scheduler,
+    spec,
+    pod_scheduler,
+):
+    with stepped_aside(
+        operator,
+        control_plane.kubeconfig,
+        tmp_path / "op.log",
+        [f"--gang-scheduler={scheduler.value}"],
+    ):
+        name = job.create(gang_job())
+        uid = job.get(name)["metadata"]["uid"]
+        group = wait_for(lambda: pod_group(custom, scheduler, ns, name), 30, "the PodGroup")
+        # Read back through the CRD's closed schema: every field we wrote is one it knows.
+        assert group["spec"] == spec
+        (owner,) = group["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["uid"], owner["controller"]) == ("TFJob", uid, True)
+
+        sets = wait_for(lambda: len(s := job.statefulsets(name)) == 2 and s, 30, "StatefulSets")
+        for sts in sets.values():
+            pod = sts.spec.template
+            assert pod.spec.scheduler_name == pod_scheduler
+            if scheduler is Scheduler.VOLCANO:
+                assert pod.metadata.annotations[VOLCANO_GROUP_ANNOTATION] == name
+            else:
+                assert pod.metadata.labels[COSCHEDULING_LABEL] == name
+        # The pods exist and name the gang's scheduler.
+        for pod in job.wait_pods(name, 3):
+            assert job.core.read_namespaced_pod(pod, ns).spec.scheduler_name == pod_scheduler
+
+        # The unused fields of the policy are said once, as a warning.
+        adjusted = [m for _, r, m in job.wait_event(name, "SpecAdjusted")]
+        unused = "scheduleTimeoutSeconds" if scheduler is Scheduler.VOLCANO else "queue"
+        assert any(unused in m for m in adjusted), adjusted
+
+        # More workers: the PodGroup follows.
+        patch = {"spec": {"tfReplicaSpecs": {"Worker": {"replicas": 3}}}}
+        kubectl("patch", "tfj", name, "-n", ns, "--type=merge", "-p", json.dumps(patch))
+        wait_for(
+            lambda: (
+                pod_group(custom, scheduler, ns, name)["spec"]["minMember"] == 3
+                and pod_group(custom, scheduler, ns, name)["spec"]["minResources"]["cpu"] == "1500m"
+            ),
+            30,
+            "the PodGroup to be re-applied",
+        )
+
+
+def test_a_scheduler_that_is_not_running_is_said_in_status(
+    podgroup_crds, operator, control_plane, job, ns, tmp_path
+):
+    """No scheduler runs here: the pods stay Pending with no word from anyone, and after the
+    grace period the job says which scheduler it waits for."""
+    with stepped_aside(
+        operator, control_plane.kubeconfig, tmp_path / "op.log", ["--gang-scheduler=volcano"]
+    ):
+        name = job.create(gang_job())
+        waiting = wait_for(
+            lambda: len(w := job.status(name).get("waiting") or {}) == 3 and w,
+            90,
+            "every pod to be reported waiting",
+        )
+        for why in waiting.values():
+            assert why.startswith("NotScheduled: scheduler 'volcano' has not looked at the pod")
+        assert st.state(job.status(name)) == "Created"
+        job.wait_event(name, "PodWaiting")
