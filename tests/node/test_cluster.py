@@ -12,7 +12,9 @@ from __future__ import annotations
 import re
 import socket
 import subprocess
+import time
 import urllib.request
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -42,6 +44,8 @@ from tfjob_operator import naming
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "manifests" / "examples"
+LEASE = "tfjob-operator-leader"  # the chart's: <release fullname>-leader
+LEASE_DURATION = 15.0  # the chart's default
 UNDISTURBED = [("Created", "True"), ("Running", "False"), ("Succeeded", "True")]
 
 pytestmark = pytest.mark.node
@@ -53,43 +57,64 @@ def operator_pods(cluster: Cluster) -> list[str]:
     return [p["metadata"]["name"] for p in pods if not p["metadata"].get("deletionTimestamp")]
 
 
-def operator_pod(cluster: Cluster) -> dict:
-    names = operator_pods(cluster)
-    assert len(names) == 1, names
-    return cluster.get("pod", names[0], "-n", NAMESPACE)
+def lease(cluster: Cluster) -> dict:
+    return cluster.get("lease", LEASE, "-n", NAMESPACE).get("spec") or {}
 
 
-def test_operator_runs_from_the_chart_ready_with_metrics(cluster: Cluster) -> None:
-    pod_ = operator_pod(cluster)
-    ready = [c for c in pod_["status"]["conditions"] if c["type"] == "Ready"]
-    assert ready and ready[0]["status"] == "True"
-    spec = pod_["spec"]["containers"][0]
-    assert spec["image"].startswith("tfjob-operator/operator:")
-    assert spec["readinessProbe"]["httpGet"]["path"] == "/healthz"
-    assert pod_["spec"]["serviceAccountName"] != "default"
-    # /metrics through kubectl port-forward, as a user would look.
+def lease_holder(cluster: Cluster) -> str:
+    """The identity in the Lease: `<pod>_<random>`, a new one for each process."""
+    return lease(cluster).get("holderIdentity") or ""
+
+
+def holder_pod(identity: str) -> str:
+    return identity.rsplit("_", 1)[0]
+
+
+def scrape(cluster: Cluster, pod_name: str) -> str:
+    """/metrics of one operator pod, through kubectl port-forward as a user would look."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     forward = subprocess.Popen(
         [str(cluster.tools.kubectl), "--kubeconfig", str(cluster.kubeconfig), "port-forward",
-         "-n", NAMESPACE, f"pod/{pod_['metadata']['name']}", f"{port}:metrics"],
+         "-n", NAMESPACE, f"pod/{pod_name}", f"{port}:metrics"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
 
-        def scrape() -> str:
+        def get() -> str:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
                     return r.read().decode()
             except OSError:
                 return ""
 
-        body = wait_for(scrape, 60, "/metrics through port-forward")
-        assert "tfjob_operator_" in body
+        return wait_for(get, 60, f"/metrics of {pod_name} through port-forward")
     finally:
         forward.terminate()
         forward.wait(10)
+
+
+def test_operator_runs_from_the_chart_two_replicas_one_leader(cluster: Cluster) -> None:
+    names = wait_for(
+        lambda: len(n := operator_pods(cluster)) == 2 and n, POD_WAIT, "two operator pods"
+    )
+    for name in names:
+        pod_ = cluster.get("pod", name, "-n", NAMESPACE)
+        ready = [c for c in pod_["status"]["conditions"] if c["type"] == "Ready"]
+        assert ready and ready[0]["status"] == "True", name  # the standby is Ready too
+        spec = pod_["spec"]["containers"][0]
+        assert spec["image"].startswith("tfjob-operator/operator:")
+        assert spec["readinessProbe"]["httpGet"]["path"] == "/healthz"
+        assert pod_["spec"]["serviceAccountName"] != "default"
+    pdb = cluster.get("pdb", "-n", NAMESPACE)["items"]
+    assert [p["spec"]["minAvailable"] for p in pdb] == [1]
+    leader_pod = holder_pod(wait_for(lambda: lease_holder(cluster), 60, "a leader"))
+    assert leader_pod in names
+    for name in names:
+        body = scrape(cluster, name)
+        want = 1.0 if name == leader_pod else 0.0
+        assert re.search(rf"^tfjob_operator_leader {want}$", body, re.MULTILINE), name
 
 
 @pytest.mark.parametrize("file", ["mnist-ps", "mnist-sync"])
@@ -209,13 +234,15 @@ def test_worker_pod_deleted_mid_training(cluster: Cluster, namespace: str) -> No
     assert newest_step(chief.wait()) >= 1500, chief.text[-2000:]  # lost closures run again
 
 
-@pytest.mark.parametrize("down_until", ["training-continues", "chief-finished"])
-def test_operator_pod_replaced_mid_job_reaches_the_same_end(
-    cluster: Cluster, namespace: str, down_until: str
+@pytest.mark.parametrize("fault", ["leader-deleted", "leader-killed", "all-away"])
+def test_operator_leader_lost_mid_job_reaches_the_same_end(
+    cluster: Cluster, namespace: str, fault: str, request: pytest.FixtureRequest
 ) -> None:
-    """The operator's pod goes mid-job. Either its Deployment replaces it at once while
-    training goes on, or the operator stays away (scaled to 0) until the chief has finished.
-    Afterwards the job ends as an undisturbed one does, with the very same children."""
+    """The operator's leader goes mid-job: its pod deleted (it hands the Lease over as it
+    stops), its container killed (the Lease runs out), or every replica away (scaled to 0)
+    until the chief has finished. The standby takes over within the lease duration, nothing
+    is written by the replica that lost the Lease, and the job ends as an undisturbed one does,
+    with the very same children."""
     cluster.apply(fast_job("opkill", "mnist-ps", "--steps=1500"), namespace)
     chief = follow(cluster, "opkill-chief-0", namespace)
     wait_for(lambda: newest_step(chief.text) >= 50, TRAIN_WAIT, "the chief at step 50")
@@ -223,16 +250,17 @@ def test_operator_pod_replaced_mid_job_reaches_the_same_end(
     assert conditions(running) == [("Created", "True"), ("Running", "True")], running
     before = children(cluster, "opkill", namespace)
     assert len(before) == 7, before  # 3 StatefulSets, 3 Services, 1 claim
-    [old] = operator_pods(cluster)
+    old = lease_holder(cluster)
+    assert holder_pod(old) in operator_pods(cluster)
 
-    if down_until == "chief-finished":
+    if fault == "all-away":
         cluster.kubectl("scale", "deployment", "--all", "-n", NAMESPACE, "--replicas=0")
         try:
             # Away means gone: a terminating operator may still write.
             wait_for(
                 lambda: not cluster.get("pods", "-n", NAMESPACE)["items"],
                 POD_WAIT,
-                "the operator's pod gone",
+                "the operator's pods gone",
             )
             running = cluster.tfjob_status("opkill", namespace)
             assert conditions(running) == [("Created", "True"), ("Running", "True")], running
@@ -243,14 +271,23 @@ def test_operator_pod_replaced_mid_job_reaches_the_same_end(
             )
             assert cluster.tfjob_status("opkill", namespace) == running  # nobody wrote status
         finally:
-            cluster.kubectl("scale", "deployment", "--all", "-n", NAMESPACE, "--replicas=1")
+            cluster.kubectl("scale", "deployment", "--all", "-n", NAMESPACE, "--replicas=2")
     else:
-        cluster.kubectl("delete", "pod", old, "-n", NAMESPACE, "--wait=false")
-    wait_for(
-        lambda: (names := operator_pods(cluster)) and names != [old] and len(names) == 1,
-        POD_WAIT,
-        "a new operator pod",
-    )
+        if fault == "leader-killed":
+            node = request.getfixturevalue("node")  # containerd's kill: the real node only
+            lost = time.monotonic()
+            node.kill_container(container(pod(cluster, holder_pod(old), NAMESPACE))["containerID"])
+        else:
+            lost = time.monotonic()
+            cluster.kubectl("delete", "pod", holder_pod(old), "-n", NAMESPACE, "--wait=false")
+        new = wait_for(
+            lambda: (h := lease_holder(cluster)) != old and h, LEASE_DURATION + 10, "a new leader"
+        )
+        handover = time.monotonic() - lost
+        assert handover <= LEASE_DURATION + 1.0, f"{handover:.1f}s to hand the Lease over"
+        assert holder_pod(new) != holder_pod(old) or fault == "leader-killed"
+        print(f"Lease handed over {handover:.1f}s after the leader was {fault.split('-')[1]}")
+    wait_for(lambda: len(operator_pods(cluster)) == 2, POD_WAIT, "two operator pods again")
     status = wait_ended(cluster, "opkill", namespace)
     assert conditions(status) == UNDISTURBED, status
     assert not status.get("failure"), status
@@ -259,6 +296,25 @@ def test_operator_pod_replaced_mid_job_reaches_the_same_end(
     assert_scaled_down(cluster, "opkill", namespace)
     # At least the target: a transient gRPC failure makes the coordinator run a closure again.
     assert newest_step(chief.wait()) >= 1500, chief.text[-2000:]
+    if cluster.node is not None and fault != "all-away":
+        taken = datetime.fromisoformat(lease(cluster)["acquireTime"].replace("Z", "+00:00"))
+        late = [e for e in writes_by(cluster.node.plane.audit(), old) if received(e) >= taken]
+        assert late == [], [(e["verb"], e["objectRef"]) for e in late]
+        assert writes_by(cluster.node.plane.audit(), lease_holder(cluster)), "the new leader wrote"
+
+
+def writes_by(audit: list[dict], identity: str) -> list[dict]:
+    """Writes of one operator replica, from the API server's audit log (its user agent)."""
+    return [
+        e
+        for e in audit
+        if e.get("userAgent", "").startswith(f"tfjob-operator/{identity}")
+        and e.get("verb") in ("create", "update", "patch", "delete")
+    ]
+
+
+def received(event: dict) -> datetime:
+    return datetime.fromisoformat(event["requestReceivedTimestamp"].replace("Z", "+00:00"))
 
 
 def test_cordoned_node_keeps_a_deleted_worker_pending_and_says_why(

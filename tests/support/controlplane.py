@@ -425,6 +425,7 @@ class ControlPlane:
                 f"--audit-policy-file={audit_policy}",
                 f"--audit-log-path={self.audit_log}",
                 "--audit-log-maxsize=100",
+                "--audit-log-maxbackup=1",
             ],
         )
         self._ssl = ssl.create_default_context(cafile=str(pki["ca"][0]))
