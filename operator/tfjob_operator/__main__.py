@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--standalone",
         action="store_true",
-        help="do not coordinate with other operator instances (no kopf peering)",
+        help="no kopf peering (for several replicas, use --leader-elect)",
     )
     p.add_argument(
         "--cluster-domain",

@@ -123,20 +123,28 @@ def test_install_upgrade_uninstall(helm, kube):
     assert "--metrics-port=9090" in args_of(kube)
     # The controller-manager makes the pod from the chart's template, so the real 1.20 API
     # accepted it; with no kubelet it is never scheduled.
-    (pod,) = wait_for(lambda: operator_pods(kube), 60, "the operator pod")
-    assert pod["status"]["phase"] == "Pending"
-    assert pod["spec"]["serviceAccountName"] == NAME
+    pods = wait_for(lambda: len(p := operator_pods(kube)) == 2 and p, 60, "two operator pods")
+    for pod in pods:
+        assert pod["status"]["phase"] == "Pending"
+        assert pod["spec"]["serviceAccountName"] == NAME
+    # Kubernetes 1.20 serves PodDisruptionBudgets as policy/v1beta1 only: the chart follows.
+    pdb = kube.get_json("pdb", NAME, "-n", NAMESPACE)
+    assert (pdb["apiVersion"], pdb["spec"]["minAvailable"]) == ("policy/v1beta1", 1)
+    lease_role = kube.get_json("role", f"{NAME}-leader-election", "-n", NAMESPACE)
+    assert lease_role["rules"][1]["resourceNames"] == [f"{NAME}-leader"]
+    assert "--leader-elect" in args_of(kube)
 
     # The CRD serves TFJobs (no operator runs here to act on them).
     kube("create", "namespace", "team-a")
     kube.apply(TFJOB)
     assert kube("get", "tfj", "-n", "team-a", "-o", "name").strip() == "tfjob.tfjob.dev/mnist"
 
-    # Upgrade: one watched namespace, no metrics, debug logs.
+    # Upgrade: one watched namespace, no metrics, debug logs, one replica without election.
     helm(
         "upgrade", RELEASE, str(CHART), "-n", NAMESPACE,
         "--set", "watchNamespaces={team-a}", "--set", "metrics.enabled=false",
-        "--set", "logLevel=debug",
+        "--set", "logLevel=debug", "--set", "replicaCount=1",
+        "--set", "leaderElection.enabled=false",
     )  # fmt: skip
     status = yaml.safe_load(helm("status", RELEASE, "-n", NAMESPACE, "-o", "yaml"))
     assert (status["version"], status["info"]["status"]) == (2, "deployed")
@@ -144,6 +152,9 @@ def test_install_upgrade_uninstall(helm, kube):
     assert "--namespace=team-a" in args and "--log-level=debug" in args
     assert not any(a.startswith("--metrics-port") for a in args)
     assert not found(kube, "service", f"{NAME}-metrics", "-n", NAMESPACE)
+    assert not found(kube, "pdb", NAME, "-n", NAMESPACE)
+    assert not found(kube, "role", f"{NAME}-leader-election", "-n", NAMESPACE)
+    assert "--leader-elect" not in args
     assert kube.get_json("clusterrole", NAME)["rules"] == [
         r for r in rbac.RULES if CLUSTER_SCOPED & set(r["resources"])
     ]

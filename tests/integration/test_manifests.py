@@ -32,6 +32,8 @@ def test_apply_manifests_in_one_go(installed, kubectl, ns):
         "serviceaccount/tfjob-operator",
         "clusterrole.rbac.authorization.k8s.io/tfjob-operator",
         "clusterrolebinding.rbac.authorization.k8s.io/tfjob-operator",
+        "role.rbac.authorization.k8s.io/tfjob-operator-leader-election",
+        "rolebinding.rbac.authorization.k8s.io/tfjob-operator-leader-election",
     ):
         assert kind in installed
     out = kubectl("apply", "-n", ns, "-f", str(ROOT / "manifests" / "examples"))
@@ -48,7 +50,9 @@ def test_operator_runs_a_job_with_only_the_granted_permissions(
     )
     denied = kubectl.run("--kubeconfig", str(kubeconfig), "get", "secrets", "-n", ns, check=False)
     assert denied.returncode != 0 and "forbidden" in denied.stderr, "least privilege"
-    with stepped_aside(operator, kubeconfig, tmp_path / "operator.log") as restricted:
+    # As operator.yaml runs it: electing a leader through the Lease its Role allows.
+    args = ["--leader-elect", "--leader-elect-resource-namespace=tfjob-system"]
+    with stepped_aside(operator, kubeconfig, tmp_path / "operator.log", args) as restricted:
         body = tfjob(
             namespace=ns,
             replicas={"PS": 1, "Worker": 2},
@@ -81,6 +85,8 @@ def test_operator_runs_a_job_with_only_the_granted_permissions(
         # An RBAC denial names the user; other 403s (a namespace being deleted) do not.
         denials = restricted.denials("system:serviceaccount:tfjob-system:tfjob-operator")
         assert denials == [], denials[:3]
+        lease = kubectl.get_json("lease", "tfjob-operator-leader", "-n", "tfjob-system")
+        assert lease["spec"]["holderIdentity"], "the restricted operator took the Lease"
 
 
 def test_every_example_runs_through_the_operator(crd, kubectl, apps, custom, ns, operator):
