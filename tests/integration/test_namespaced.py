@@ -22,6 +22,7 @@ pytestmark = pytest.mark.integration
 
 RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
 RELEASE, RELEASE_NAMESPACE = "scoped", "tfjob-scoped"
+FULLNAME = f"{RELEASE}-tfjob-operator"
 
 
 def chart_rbac(watched: str) -> list[dict]:
@@ -58,7 +59,11 @@ def test_namespaced_operator_runs_jobs_in_its_namespaces_only(
 ) -> None:
     objects = chart_rbac(ns)
     assert {o["kind"] for o in objects} == RBAC_KINDS
-    assert {o["metadata"].get("namespace") for o in objects if o["kind"] == "Role"} == {ns}
+    roles = {
+        (o["metadata"]["name"], o["metadata"]["namespace"]) for o in objects if o["kind"] == "Role"
+    }
+    # One Role per watched namespace, and the Lease's in the release namespace.
+    assert roles == {(FULLNAME, ns), (f"{FULLNAME}-leader-election", RELEASE_NAMESPACE)}
     kubectl.run("create", "namespace", RELEASE_NAMESPACE, check=False)  # kept across tests
     for obj in objects:
         kubectl.apply(obj, namespace=obj["metadata"].get("namespace") or RELEASE_NAMESPACE)
@@ -70,7 +75,13 @@ def test_namespaced_operator_runs_jobs_in_its_namespaces_only(
     assert denied.returncode != 0 and "forbidden" in denied.stderr, "no rights outside ns"
 
     log = tmp_path / "operator.log"
-    with stepped_aside(operator, kubeconfig, log, args=["--namespace", ns]) as scoped:
+    args = [
+        f"--namespace={ns}",
+        "--leader-elect",
+        f"--leader-elect-resource-namespace={RELEASE_NAMESPACE}",
+        f"--leader-elect-resource-name={FULLNAME}-leader",
+    ]
+    with stepped_aside(operator, kubeconfig, log, args=args) as scoped:
         for namespace in (other, ns):  # the unwatched one first: by the end it had its chance
             body = tfjob(namespace=namespace, replicas={"Worker": 2})
             body["metadata"].pop("uid")
