@@ -53,6 +53,7 @@ generate: venv
 
 bench: setup
 	$(PY) benchmarks/create_jobs.py
+	$(PY) benchmarks/leader_handover.py
 	$(PY) benchmarks/real_node.py
 
 e2e: venv
