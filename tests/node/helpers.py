@@ -49,14 +49,17 @@ def wait_ended(
     namespace: str,
     want: str = "Succeeded",
     timeout: float = TRAIN_WAIT,
+    log: FollowedLog | None = None,
 ) -> dict[str, Any]:
-    """Wait for the job to end; fail at once, with its status, if it ends the other way."""
+    """Wait for the job to end; fail at once, with its status (and the end of `log`, the
+    chief's, say), if it ends the other way."""
     other = "Failed" if want == "Succeeded" else "Succeeded"
 
     def ended() -> dict[str, Any] | None:
         status = cluster.tfjob_status(name, namespace)
         if is_true(status, other):
-            raise AssertionError(f"{name} ended {other}, not {want}: {json.dumps(status)}")
+            tail = f"\nlog:\n{log.text[-3000:]}" if log is not None else ""
+            raise AssertionError(f"{name} ended {other}, not {want}: {json.dumps(status)}{tail}")
         return status if is_true(status, want) else None
 
     return wait_for(ended, timeout, f"{name} {want}", interval=0.5)

@@ -60,7 +60,7 @@ def test_chief_container_killed_resumes_from_its_checkpoint(
     reached = newest_step(before)
 
     second = follow(cluster, "chief-chief-0", namespace, restarts=1)
-    status = wait_ended(cluster, "chief", namespace)
+    status = wait_ended(cluster, "chief", namespace, log=second)
     log = second.wait()
     restored = RESTORED.search(log)
     assert restored, log[-3000:]
@@ -117,7 +117,7 @@ def test_node_process_outage_mid_training(
     for name in pods[1:]:
         now = container(pod(cluster, name, namespace))
         assert not now or now["containerID"] == ids[name], (name, now)
-    status = wait_ended(cluster, "outage", namespace)
+    status = wait_ended(cluster, "outage", namespace, log=chief)
     assert conditions(status) == UNDISTURBED, status
     assert status["restarts"] == 0 and not status.get("failure"), status
     assert children(cluster, "outage", namespace) == before

@@ -4,16 +4,24 @@
 handler, and in a container the trainer is PID 1, which the kernel gives no default action for
 SIGTERM: a deleted or scaled-down pod then waited out its whole grace period (30 s) before
 SIGKILL. Waiting in Python instead lets the SIGTERM handler of `__main__` end the task at once.
+
+The wait reads a pipe that Python's signal wakeup writes to. `signal.pause()` would not do:
+the kernel may deliver the signal to one of TensorFlow's threads, and then the main thread's
+`pause()` never returns, so the handler never runs.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 from typing import Any, NoReturn
 
 
 def serve_until_stopped(server: Any) -> NoReturn:
-    """Keep `server` (its threads do the work) until a signal ends the process."""
+    """Keep `server` (its threads do the work) until a signal's handler ends the process."""
+    wake, woken = os.pipe()
+    os.set_blocking(woken, False)
+    signal.set_wakeup_fd(woken)  # any thread's signal writes a byte here
     while server is not None:
-        signal.pause()
+        os.read(wake, 1)  # back in Python: the pending handler runs now
     raise AssertionError("unreachable")
