@@ -32,6 +32,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--workdir", type=Path, help="checkpoints and logs go here (default: ./tfjob-runs/<job>)"
     )
     run.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also show TensorFlow's C++ start-up logging (oneDNN, CPU features, ...)",
+    )
+    run.add_argument(
         "--entrypoint",
         default=None,
         help="command for containers that name none (default: "
@@ -61,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
 
     workdir = args.workdir or Path("tfjob-runs") / str(meta.get("name", "job"))
     entry = shlex.split(args.entrypoint) if args.entrypoint else None
-    runner = Runner(body, workdir, entrypoint=entry)
+    runner = Runner(body, workdir, entrypoint=entry, verbose=args.verbose)
     signal.signal(signal.SIGTERM, _stop)  # stop the children cleanly, as on Ctrl-C
     # Ctrl-C stops the job even where the shell that started us ignores SIGINT (a background
     # job of a non-interactive shell): Python keeps an inherited SIG_IGN otherwise.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -36,6 +37,20 @@ from .lifecycle import JobView, decide
 from .pods import Exit, PodObservation
 
 DEFAULT_ENTRYPOINT = [sys.executable, "-m", "tfjob_trainer"]
+# TensorFlow's C++ start-up chatter at INFO and WARNING level (oneDNN, CPU features, absl's
+# preamble, gRPC servers starting), which buries the training lines: hidden unless --verbose.
+# Errors (E, F) always show.
+CPP_CHATTER = re.compile(
+    r"^(?:[IW]\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ \S+:\d+\]"  # absl: I0000 00:00:17.1  12 x.cc:3]
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IW] \S+:\d+\]"  # 2026-01-01 00:00:00.1: I x.cc:3]
+    r"|WARNING: All log messages before absl::InitializeLog\(\) is called"
+    r"|To enable the following instructions: .* rebuild TensorFlow)"
+)
+
+
+def is_chatter(line: str) -> bool:
+    """A line of TensorFlow's C++ start-up logging, not of the program itself."""
+    return CPP_CHATTER.match(line) is not None
 RESULT_PREFIX = "TFJOB_RESULT "
 COLOURS = ["36", "33", "35", "32", "34", "31"]
 
@@ -95,6 +110,7 @@ class Runner:
         workdir: Path,
         out: TextIO = sys.stdout,
         entrypoint: list[str] | None = None,
+        verbose: bool = False,
     ) -> None:
         self.body = body
         self.view = JobView.from_body(body)
@@ -102,6 +118,7 @@ class Runner:
         self.out = out
         self.colour = out.isatty()
         self.entrypoint = entrypoint or DEFAULT_ENTRYPOINT
+        self.verbose = verbose
         self.tasks: list[Task] = []
         self.status: dict[str, Any] = {}
         self.lock = threading.Lock()
@@ -150,6 +167,8 @@ class Runner:
                     ENV_REPLICA_TYPE: rt.task_type,
                     "PYTHONUNBUFFERED": "1",
                 }
+                if self.verbose and "TF_CPP_MIN_LOG_LEVEL" not in user_env:
+                    env["TF_CPP_MIN_LOG_LEVEL"] = "0"  # all of it (the trainer's default is 2)
                 if rt is not ReplicaType.PS:
                     # Always, also with no `checkpoint:` section (Kubeflow manifests have none):
                     # here a directory costs nothing, and without one nothing could resume.
@@ -176,7 +195,8 @@ class Runner:
             line = raw.decode(errors="replace").rstrip("\n")
             if (result := result_of(line)) is not None:
                 task.result = result
-            self.say(prefix + line)
+            if self.verbose or not is_chatter(line):
+                self.say(prefix + line)
 
     def step(self) -> st.Status:
         """Reap exits, restart what a StatefulSet would, and apply the lifecycle rules."""

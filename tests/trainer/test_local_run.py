@@ -42,9 +42,22 @@ def ps_job(steps: int, **spec) -> dict:
     return body
 
 
-def tfjob_run(path: Path, workdir: Path, **kw) -> subprocess.Popen[str]:
+# What TensorFlow's C++ start-up says on this machine's CPUs (x86 with AVX2 and FMA).
+CHATTER = ("cpu_feature_guard.cc", "absl::InitializeLog", "To enable the following instructions")
+
+
+def tfjob_run(path: Path, workdir: Path, *extra: str, **kw) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "tfjob_operator.cli", "run", str(path), "--workdir", str(workdir)],
+        [
+            sys.executable,
+            "-m",
+            "tfjob_operator.cli",
+            "run",
+            str(path),
+            "--workdir",
+            str(workdir),
+            *extra,
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -74,6 +87,8 @@ def test_ps_job_runs_to_success_with_prefixed_output_and_a_summary(tmp_path):
     assert proc.returncode == 0, out[-3000:]
     assert "[tfjob] Chief: image 'python:3.11' is not run here" in out
     assert "[chief-0] step 60, loss = " in out and "[worker-1] " in out
+    # Quiet by default: none of TensorFlow's C++ start-up lines, for any of the 4 processes.
+    assert not [line for line in out.splitlines() if any(c in line for c in CHATTER)]
     assert "[tfjob] TFJobSucceeded: TFJob local/local successfully completed" in out
     summary = out[out.rindex("state  ") :]
     assert "state  Succeeded" in summary and "steps  60" in summary
@@ -91,10 +106,12 @@ def test_a_job_without_a_checkpoint_section_checkpoints_under_the_workdir(tmp_pa
         container["command"] = ["python", "-m", "tfjob_trainer"]
         container["args"] = ["--strategy=multi-worker-mirrored", *TRAIN, "--steps=40"]
     workdir = tmp_path / "run"
-    proc = tfjob_run(manifest(tmp_path, body), workdir)
+    proc = tfjob_run(manifest(tmp_path, body), workdir, "--verbose")
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, out[-3000:]
     assert "no checkpoint directory" not in out
+    # --verbose shows TensorFlow's C++ start-up too, prefixed like every line.
+    assert "[worker-1] " + "I0000" in out and any(c in out for c in CHATTER)
     checkpoints = workdir / "checkpoints"
     assert tf.train.latest_checkpoint(str(checkpoints)) == str(checkpoints / "ckpt-40")
     assert (checkpoints / "export" / "model.keras").is_file()

@@ -1,0 +1,40 @@
+"""`tfjob run` hides TensorFlow's C++ start-up lines, and only those."""
+
+from __future__ import annotations
+
+import pytest
+
+from tfjob_operator.localrun import is_chatter
+
+
+@pytest.mark.parametrize(
+    ("line", "hidden"),
+    [
+        (
+            "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+            True,
+        ),
+        (
+            "I0000 00:00:1795490835.940204   22368 cpu_feature_guard.cc:227] This TensorFlow binary",
+            True,
+        ),
+        ("W0000 00:00:1795490835.940204   22368 grpc_server_lib.cc:1] started", True),
+        (
+            "2026-11-24 03:00:00.123456: I tensorflow/core/util/port.cc:153] oneDNN custom operations",
+            True,
+        ),
+        (
+            "To enable the following instructions: AVX2 FMA, in other operations, rebuild TensorFlow with the appropriate compiler flags.",
+            True,
+        ),
+        # Errors always show: a lost peer is news.
+        ("E0000 00:00:1795490835.940204   22368 grpc.cc:1] connection to worker-1 lost", False),
+        ("2026-11-24 03:00:00.123456: E tensorflow/core/x.cc:1] failed", False),
+        # The program's own lines, whatever they look like.
+        ("2026-11-24 03:20:43,109 INFO role ps:0, strategy parameter-server", False),
+        ("step 100, loss = 0.21 (45312.0 examples/sec)", False),
+        ("WARNING: this is the user's own warning", False),
+    ],
+)
+def test_chatter(line, hidden):
+    assert is_chatter(line) is hidden
