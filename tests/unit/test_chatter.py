@@ -11,20 +11,21 @@ from tfjob_operator.localrun import is_chatter
     ("line", "hidden"),
     [
         (
-            "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+            "WARNING: All log messages before absl::InitializeLog() is called are written",
             True,
         ),
         (
-            "I0000 00:00:1795490835.940204   22368 cpu_feature_guard.cc:227] This TensorFlow binary",
+            "I0000 00:00:1795490835.940204   22368 cpu_feature_guard.cc:227] This binary",
             True,
         ),
         ("W0000 00:00:1795490835.940204   22368 grpc_server_lib.cc:1] started", True),
         (
-            "2026-11-24 03:00:00.123456: I tensorflow/core/util/port.cc:153] oneDNN custom operations",
+            "2026-11-24 03:00:00.123456: I tensorflow/core/util/port.cc:153] oneDNN custom ops",
             True,
         ),
         (
-            "To enable the following instructions: AVX2 FMA, in other operations, rebuild TensorFlow with the appropriate compiler flags.",
+            "To enable the following instructions: AVX2 FMA, in other operations, rebuild TensorFlow"
+            " with the appropriate compiler flags.",
             True,
         ),
         # Errors always show: a lost peer is news.
