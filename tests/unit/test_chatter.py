@@ -24,7 +24,8 @@ from tfjob_operator.localrun import is_chatter
             True,
         ),
         (
-            "To enable the following instructions: AVX2 FMA, in other operations, rebuild TensorFlow"
+            "To enable the following instructions: AVX2 FMA, in other operations, rebuild"
+            " TensorFlow"
             " with the appropriate compiler flags.",
             True,
         ),
