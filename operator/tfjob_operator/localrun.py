@@ -51,6 +51,8 @@ CPP_CHATTER = re.compile(
 def is_chatter(line: str) -> bool:
     """A line of TensorFlow's C++ start-up logging, not of the program itself."""
     return CPP_CHATTER.match(line) is not None
+
+
 RESULT_PREFIX = "TFJOB_RESULT "
 COLOURS = ["36", "33", "35", "32", "34", "31"]
 

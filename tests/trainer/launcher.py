@@ -155,18 +155,48 @@ class Job:
             self.kill(name)
 
 
-def scalars(log_dir: Path) -> dict[str, list[tuple[int, float]]]:
-    """Every scalar in a TensorBoard log directory, read back from the event files."""
-    out: dict[str, list[tuple[int, float]]] = {}
+def _values(log_dir: Path):
     files = sorted(log_dir.glob("events.out.tfevents.*"))
     assert files, f"no event files in {log_dir}"
     for path in files:
         for event in tf.compat.v1.train.summary_iterator(str(path)):
             for value in event.summary.value:
-                number = (
-                    float(tf.make_ndarray(value.tensor))
-                    if value.HasField("tensor")
-                    else value.simple_value
-                )
-                out.setdefault(value.tag, []).append((event.step, number))
+                yield event.step, value
+
+
+def kind(value) -> str:
+    """scalars, histograms or images: what TensorBoard's dashboards make of a summary value."""
+    if value.HasField("histo"):
+        return "histograms"
+    if value.HasField("image"):
+        return "images"
+    if value.HasField("tensor"):
+        return value.metadata.plugin_data.plugin_name or "tensor"
+    return "scalars"
+
+
+def scalars(log_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar in a TensorBoard log directory, read back from the event files."""
+    out: dict[str, list[tuple[int, float]]] = {}
+    for step, value in _values(log_dir):
+        if kind(value) != "scalars":
+            continue
+        number = (
+            float(tf.make_ndarray(value.tensor)) if value.HasField("tensor") else value.simple_value
+        )
+        out.setdefault(value.tag, []).append((step, number))
+    return out
+
+
+def details(log_dir: Path) -> dict[str, dict[str, list[int]]]:
+    """The histogram and image tags of a log directory, with the steps each was written at:
+    {"histograms": {tag: [steps]}, "images": {tag: [steps]}}."""
+    out: dict[str, dict[str, list[int]]] = {"histograms": {}, "images": {}}
+    for step, value in _values(log_dir):
+        k = kind(value)
+        if k in out:
+            tag = value.tag.split("/image/")[0]  # v1 image protos: one tag per image
+            steps = out[k].setdefault(tag, [])
+            if step not in steps:
+                steps.append(step)
     return out

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.trainer.launcher import Job, scalars
+from tests.trainer.launcher import Job, details, scalars
 from tfjob_trainer import common, data
 
 CLUSTER = {"ps": 1, "worker": 2}
@@ -58,6 +58,16 @@ def test_async_trains_checkpoints_logs_and_exports(make_job):
     assert {"loss", "accuracy", "examples_per_sec"} <= set(train)
     steps = [s for s, _ in train["loss"]]
     assert steps == sorted(steps) and steps[-1] >= 200 and len(steps) >= 5
+    # The same histograms and images as the TF2 strategies, written as Summary protos.
+    written = details(job.checkpoint_dir / "logs" / "train")
+    assert set(written["histograms"]) == {
+        "dense/kernel",
+        "dense/bias",
+        "dense_1/kernel",
+        "dense_1/bias",
+    }
+    assert written["histograms"]["dense/kernel"][0] == steps[0]
+    assert written["images"] == {"input": [steps[0]]}
 
     out = job.procs["worker-0"].output()
     assert THROUGHPUT_LINE.search(out), out[-2000:]

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.trainer.launcher import scalars
+from tests.trainer.launcher import details, scalars
 
 
 def test_evaluator_writes_eval_summaries_and_exits_0(make_job):
-    job = make_job({"worker": 1, "evaluator": 1}, "--steps", "100", "--eval-timeout", "120")
+    job = make_job(
+        {"worker": 1, "evaluator": 1},
+        *("--steps", "100", "--eval-timeout", "120", "--histogram-every", "50"),
+    )
     job.start("evaluator")  # first: it waits for the first checkpoint
     job.start("worker")
     trained = job.wait("worker-0", 300).result()
@@ -25,4 +28,14 @@ def test_evaluator_writes_eval_summaries_and_exits_0(make_job):
     train = scalars(logs / "train")
     assert {"loss", "accuracy", "examples_per_sec"} <= set(train)
     assert [s for s, _ in train["loss"]] == [20, 40, 60, 80, 100]
+    # The first report writes a histogram of every weight and a few input images; then every
+    # --histogram-every steps (50 here).
+    written = details(logs / "train")
+    assert written["histograms"] == {
+        "mnist_mlp/dense/kernel": [20, 80],
+        "mnist_mlp/dense/bias": [20, 80],
+        "mnist_mlp/dense_1/kernel": [20, 80],
+        "mnist_mlp/dense_1/bias": [20, 80],
+    }, written
+    assert written["images"] == {"input": [20]}
     assert train["loss"][-1][1] < train["loss"][0][1]

@@ -8,6 +8,8 @@ import signal
 import pytest
 import tensorflow as tf
 
+from tests.trainer.launcher import details
+
 PS = {"chief": 1, "worker": 2, "ps": 1}
 # Ten digit classes: chance is 0.10. The 784-500-10 MLP gets above 0.95 on the held-out 297
 # digits within a few hundred steps; 0.85 leaves room for asynchronous noise.
@@ -26,6 +28,10 @@ def test_trains_to_the_target_step_and_resumes_after_a_whole_job_restart(make_jo
     assert "examples/sec; " in out and " sec/batch)" in out
     for name in ("worker-0", "worker-1", "ps-0"):
         assert job.procs[name].popen.poll() is None, f"{name} serves until scaled down"
+    # The coordinator reads the weights from the parameter servers for their histograms.
+    written = details(job.checkpoint_dir / "logs" / "train")
+    assert len(written["histograms"]) == 4 and "mnist_mlp/dense/kernel" in written["histograms"]
+    assert list(written["images"]) == ["input"]
 
     # The whole job restarts (as after a node loss): it continues from the checkpoint.
     job.stop_all()

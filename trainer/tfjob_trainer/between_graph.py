@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from . import STARTED, common
+from . import STARTED, common, summaries
 from .config import Task
 from .data import IMAGE_BYTES, Files, read_test
 from .options import Options
@@ -319,6 +319,7 @@ def train(
     export = _ExportHook(files, g, opts.export_dir) if task.is_chief else None
     writer = v1.summary.FileWriterCache.get(str(opts.log_dir / "train")) if export else None
     progress = common.Progress(None, examples_per_step, 0)
+    details = common.details(opts, files) if export else None
     local_steps, loss, accuracy, first_step_sec = 0, 0.0, 0.0, None
     # The chief resumes from its checkpoint; by the time it reads the global step, other
     # workers may already have moved it on.
@@ -360,6 +361,8 @@ def train(
                     accuracy=accuracy,
                     examples_per_sec=progress.examples_per_sec or None,
                 )
+                if details is not None:
+                    details.write_protos(writer, current, lambda: _weights(sess, g))
         elapsed = time.perf_counter() - started
     trained = max(current - start, 0)
     return {
@@ -377,6 +380,12 @@ def train(
         "checkpoint": tf.train.latest_checkpoint(str(opts.checkpoint_dir)) if export else None,
         "export": str(_to_keras(export.path, opts)) if export and export.path else None,
     }
+
+
+def _weights(sess: Any, g: _Graph) -> list[tuple[str, Any]]:
+    """(tag, value) of each weight, read past the hooks (not a training step)."""
+    values = sess.run_step_fn(lambda step_context: step_context.session.run(g.weights))
+    return [(summaries.tag(w), v) for w, v in zip(g.weights, values, strict=True)]
 
 
 def _write_scalars(writer: Any, step: int, **values: float | None) -> None:

@@ -7,6 +7,7 @@ import json
 import logging
 import resource
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import tensorflow as tf
 from . import STARTED
 from .data import IMAGE_BYTES, Files, read_test
 from .options import Options
+from .summaries import Details, sample_images
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +163,9 @@ class Progress:
     first_step_at: float | None = None
     examples_per_sec: float = 0.0
     first_report: tuple[int, float] | None = None
+    # Histograms of these weights and a few input images, at `details`' interval.
+    details: Details | None = None
+    weights: Callable[[], Iterable[Any]] | None = None
 
     def steady_examples_per_sec(self) -> float | None:
         """Throughput after the first report: without start-up, tracing and compilation."""
@@ -193,11 +198,18 @@ class Progress:
                 tf.summary.scalar("loss", loss)
                 tf.summary.scalar("accuracy", accuracy)
             self.writer.flush()
+            if self.details is not None and self.weights is not None:
+                self.details.write(self.writer, step, self.weights())
         self.last_step, self.last_time = step, now
 
 
 def summary_writer(opts: Options, name: str = "train") -> Any:
     return tf.summary.create_file_writer(str(opts.log_dir / name))
+
+
+def details(opts: Options, files: Files) -> Details:
+    """Weight histograms every --histogram-every steps, and a few input images, once."""
+    return Details(opts.histogram_every, sample_images(files))
 
 
 def export(model: keras.Model, export_dir: Path) -> Path:

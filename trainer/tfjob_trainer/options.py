@@ -31,6 +31,7 @@ class Options:
     peer_timeout: float
     eval_timeout: float
     export_dir_given: bool = False
+    histogram_every: int = 500
 
     @property
     def has_checkpoint_dir(self) -> bool:
@@ -64,6 +65,11 @@ _FLAGS: list[tuple[str, dict[str, Any], str]] = [
     ),
     ("checkpoint-every", {"type": int, "default": "500"}, "steps between checkpoints"),
     ("log-every", {"type": int, "default": "100"}, "steps between log lines and summaries"),
+    (
+        "histogram-every",
+        {"type": int, "default": "500"},
+        "steps between TensorBoard histograms of the weights (and the first report)",
+    ),
     ("export-dir", {}, "where the chief exports the model; default <checkpoint-dir>/export"),
     (
         "steps-per-call",
@@ -119,6 +125,7 @@ def parse(argv: list[str] | None = None) -> Options:
         "hidden_units",
         "checkpoint_every",
         "log_every",
+        "histogram_every",
         "steps_per_call",
     ):
         if getattr(args, flag) < 1:
@@ -145,4 +152,5 @@ def parse(argv: list[str] | None = None) -> Options:
         peer_timeout=args.peer_timeout,
         eval_timeout=args.eval_timeout,
         export_dir_given=bool(args.export_dir),
+        histogram_every=args.histogram_every,
     )

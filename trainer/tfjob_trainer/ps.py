@@ -98,7 +98,13 @@ def coordinate(
         return loss, acc
 
     writer = common.summary_writer(opts)
-    progress = common.Progress(writer, opts.batch_size, start_step)
+    progress = common.Progress(
+        writer,
+        opts.batch_size,
+        start_step,
+        details=common.details(opts, files),
+        weights=lambda: model.trainable_variables,
+    )
     scheduled = start_step
     loss = acc = 0.0
     started = time.perf_counter()

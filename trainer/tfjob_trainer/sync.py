@@ -136,7 +136,13 @@ def train(
         )
 
     writer = common.summary_writer(opts) if is_chief else None
-    progress = common.Progress(writer, global_batch, start_step)
+    progress = common.Progress(
+        writer,
+        global_batch,
+        start_step,
+        details=common.details(opts, files) if is_chief else None,
+        weights=lambda: model.trainable_variables,
+    )
     loss = acc = 0.0
     started = time.perf_counter()
     while current < opts.steps:
