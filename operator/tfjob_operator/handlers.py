@@ -69,7 +69,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: 
     memo.queue = WorkQueue(memo.reconciler)
     metrics.watch_states(memo.reconciler.states)
     if memo.elector is not None:
-        memo.election_task = asyncio.get_running_loop().create_task(memo.elector.run())
+        memo.election_task = asyncio.get_running_loop().create_task(memo.elector.guarded())
 
 
 def _take_over(memo: kopf.Memo) -> None:

@@ -176,8 +176,8 @@ class LeaderElector:
             try:
                 held, ends = await loop.run_in_executor(self._pool, self._attempt)
                 problem = None if held else "another replica holds the Lease"
-            except (kubernetes.client.ApiException, OSError, ValueError) as e:
-                held, ends, problem = False, None, f"cannot reach the Lease: {e}"
+            except Exception as e:  # the API, the network (urllib3's MaxRetryError), the data
+                held, ends, problem = False, None, f"cannot reach the Lease: {_brief(e)}"
             if self._stopped:
                 return
             if held:
@@ -201,6 +201,18 @@ class LeaderElector:
             elif not self._leading and problem and problem.startswith("cannot"):
                 log.warning("leader election: %s", problem)
             await asyncio.sleep(self._pause(started, ends))
+
+    async def guarded(self) -> None:
+        """`run`, and should it ever end on an error of ours, the replica leaves: an elector
+        that died in silence would leave a leader that no longer renews, writes nothing (the
+        fence), and is never replaced."""
+        try:
+            await self.run()
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            log.exception("leader election failed")
+            self.lose(f"the elector failed: {_brief(e)}")
 
     def _pause(self, started: float, ends: datetime | None) -> float:
         """A retry period; a standby that knows when the Lease runs out wakes right then."""
@@ -298,3 +310,10 @@ class LeaderElector:
         spec = release(lease.get("spec"), self.identity, datetime.now(UTC))
         if spec is not None:
             self._write(lease, spec)
+
+
+def _brief(e: BaseException) -> str:
+    """An exception in one line: urllib3's retries wrap the cause in long reprs."""
+    reason = getattr(e, "reason", None)
+    text = f"{type(e).__name__}: {reason or e}"
+    return text if len(text) <= 300 else text[:299] + "…"

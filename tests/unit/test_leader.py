@@ -76,3 +76,65 @@ def test_expiry_and_micro_time_round_trip():
 )
 def test_timing_rules(timing, ok):
     assert (timing.problems() == []) is ok
+
+
+FAST = Timing(1.0, 0.5, 0.05)
+
+
+def run_elector(attempts, timing=FAST, deadline=5.0):
+    """Run a LeaderElector whose Lease calls answer from `attempts` (results or exceptions,
+    the last one repeated); return (events, elector)."""
+    import asyncio
+
+    from tfjob_operator.leader import LeaderElector
+
+    events: list[str] = []
+    elector = LeaderElector(
+        "ns",
+        "lease",
+        ME,
+        timing,
+        on_leading=lambda: events.append("leading"),
+        on_lost=lambda why: events.append(f"lost: {why}"),
+    )
+    answers = list(attempts)
+
+    def attempt():
+        answer = answers.pop(0) if len(answers) > 1 else answers[0]
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    elector._attempt = attempt
+
+    async def main():
+        await asyncio.wait_for(elector.guarded(), deadline)
+
+    try:
+        asyncio.run(main())
+    except TimeoutError:
+        events.append("still running")
+    return events, elector
+
+
+def test_leader_that_cannot_reach_the_api_server_loses_at_the_renew_deadline():
+    import urllib3
+
+    down = urllib3.exceptions.MaxRetryError(None, "/lease", reason=ConnectionRefusedError(111))
+    events, elector = run_elector([(True, None), (True, None), down])
+    assert events[0] == "leading"
+    assert events[1].startswith("lost: cannot reach the Lease: MaxRetryError")
+    assert not elector.may_write()
+
+
+def test_standby_rides_out_errors_and_leads_once_the_api_answers():
+    events, elector = run_elector(
+        [OSError("refused"), ValueError("bad json"), (False, None), (True, None)], deadline=1.0
+    )
+    assert events == ["leading", "still running"]
+    assert elector.may_write()
+
+
+def test_another_holder_seen_by_the_leader_is_a_loss_at_once():
+    events, _ = run_elector([(True, None), (False, None)])
+    assert events == ["leading", "lost: another replica holds the Lease"]
