@@ -241,6 +241,29 @@ class CheckpointSpec(_Model):
         return self
 
 
+class TensorBoardSpec(_Model):
+    """A TensorBoard for the job, from its checkpoint volume."""
+
+    image: str | None = Field(
+        None,
+        description=(
+            "An image with TensorFlow's TensorBoard. Default: the image of the Chief's (else "
+            "the first replica type's) TensorFlow container, as the trainer image has it."
+        ),
+    )
+    log_dir: str = Field(
+        "logs",
+        alias="logDir",
+        description="The event files' directory, relative to the checkpoint volume. Default: logs.",
+        pattern=r"^[^/].*$|^$",
+    )
+    resources: dict[str, Any] | None = Field(
+        None,
+        description="Resources of the TensorBoard container. Default: 100m CPU, 256Mi memory.",
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    )
+
+
 class TFJobSpec(_Model):
     """The desired state of a TFJob (Kubeflow TFJob v1 field names)."""
 
@@ -267,6 +290,14 @@ class TFJobSpec(_Model):
     )
     checkpoint: CheckpointSpec | None = Field(
         None, description="A checkpoint volume mounted into every pod that trains."
+    )
+    tensorboard: TensorBoardSpec | None = Field(
+        None,
+        description=(
+            "Serve the job's TensorBoard logs (tfjob.dev extension): a Deployment and a "
+            "Service <job>-tensorboard on port 6006, reading the checkpoint volume read-only, "
+            "kept until the TFJob is deleted. Needs spec.checkpoint. {} takes the defaults."
+        ),
     )
     # Things the operator changed or will ignore in what the user wrote, for a Warning Event.
     _warnings: list[str] = PrivateAttr(default_factory=list)
@@ -320,6 +351,14 @@ class PodTerminations(_Model):
     succeeded: bool = Field(False, description="The container has exited 0 at least once.")
 
 
+class TensorBoardStatus(_Model):
+    service: str = Field(..., description="The Service, port 6006.")
+    url: str = Field(..., description="Its address inside the cluster.")
+    port_forward: str = Field(
+        ..., alias="portForward", description="The command that reaches it from your machine."
+    )
+
+
 class TFJobStatus(_Model):
     """The observed state of a TFJob, written by the operator."""
 
@@ -344,6 +383,9 @@ class TFJobStatus(_Model):
         None,
         alias="observedGeneration",
         description="The metadata.generation of the spec the operator has last seen.",
+    )
+    tensorboard: TensorBoardStatus | None = Field(
+        None, description="Where the job's TensorBoard serves, when spec.tensorboard is set."
     )
     waiting: dict[str, str] = Field(
         default_factory=dict,
@@ -416,6 +458,11 @@ def validate_semantics(spec: TFJobSpec) -> list[str]:
         problems.append(f"{path}.Evaluator.replicas: at most 1 Evaluator")
     problems.extend(_can_finish(spec))
     problems.extend(_gang_fits(spec))
+    if spec.tensorboard is not None and spec.checkpoint is None:
+        problems.append(
+            "spec.tensorboard: TensorBoard reads the job's logs from its checkpoint volume; "
+            "add spec.checkpoint (storage or claimName), or drop spec.tensorboard"
+        )
     for rt, rs in replicas.items():
         problems.extend(_validate_template(f"{path}.{rt.value}.template", rs.template))
     return problems

@@ -24,6 +24,10 @@ WRITES = {
     ("apps", "statefulsets", "create"),
     ("apps", "statefulsets", "patch"),
     ("apps", "statefulsets", "delete"),
+    # The job's TensorBoard (spec.tensorboard); deleted when it leaves the spec.
+    ("apps", "deployments", "create"),
+    ("apps", "deployments", "patch"),
+    ("apps", "deployments", "delete"),
     ("", "persistentvolumeclaims", "create"),
     (GROUP, f"{PLURAL}/status", "patch"),
     (GROUP, PLURAL, "delete"),
@@ -88,6 +92,7 @@ class Kube:
         self._apply: dict[str, Callable[..., Any]] = {
             "Service": self.core.patch_namespaced_service,
             "StatefulSet": self.apps.patch_namespaced_stateful_set,
+            "Deployment": self.apps.patch_namespaced_deployment,
         }
 
     def _fence(self) -> None:
@@ -166,6 +171,7 @@ class Kube:
         self._fence()
         delete = {
             "StatefulSet": self.apps.delete_namespaced_stateful_set,
+            "Deployment": self.apps.delete_namespaced_deployment,
             "Service": self.core.delete_namespaced_service,
         }[kind]
         _send(delete, name, namespace, propagation_policy="Background", unless=404)

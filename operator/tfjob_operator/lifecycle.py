@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from . import naming
+from . import naming, tensorboard
 from . import status as st
 from .api import (
     CleanPodPolicy,
@@ -377,14 +377,21 @@ def _decide_valid(
     missing = {} if suspended else _missing_pods(job.ref.name, spec, pods, create_failures)
     _waiting(status, pods, missing, finished, now, requeue)
 
+    _tensorboard_status(status, job, cluster_domain)
     decision = _finish(prior, status)
     decision.events += _waiting_events(prior, status)
+    # The TensorBoard stays after the job ends; it goes with the TFJob, or when it leaves the spec.
+    decision.children = tensorboard.children(job.ref, spec)
+    if spec.tensorboard is None and prior.get("tensorboard"):
+        name = naming.tensorboard_name(job.ref.name)
+        decision.delete_children = [("Deployment", name), ("Service", name)]
     if not finished:
-        decision.children = desired_children(
-            job.ref, spec, cluster_domain, scaled_down=suspended, gang=gang
+        decision.children = (
+            desired_children(job.ref, spec, cluster_domain, scaled_down=suspended, gang=gang)
+            + decision.children
         )
         wanted = {c["metadata"]["name"] for c in decision.children}
-        decision.delete_children = [
+        decision.delete_children += [
             (kind, s.name)
             for s in statefulsets
             if s.name not in wanted
@@ -392,6 +399,13 @@ def _decide_valid(
         ]
     decision.requeue_after = min(requeue) if requeue else None
     return decision
+
+
+def _tensorboard_status(status: st.Status, job: JobView, cluster_domain: str) -> None:
+    if job.spec is not None and job.spec.tensorboard is not None:
+        status["tensorboard"] = tensorboard.status(job.ref, cluster_domain)
+    else:
+        status.pop("tensorboard", None)
 
 
 def _reconcile_error(status: st.Status, error: str | None, name: str, now: datetime) -> None:

@@ -14,6 +14,7 @@ MAX_STATEFULSET_NAME = 52
 LABEL_JOB_NAME = f"{GROUP}/job-name"
 LABEL_REPLICA_TYPE = f"{GROUP}/replica-type"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_COMPONENT = "app.kubernetes.io/component"
 MANAGED_BY = "tfjob-operator"
 # Kubernetes >= 1.28 labels every StatefulSet pod with its ordinal.
 LABEL_POD_INDEX = "apps.kubernetes.io/pod-index"
@@ -31,6 +32,11 @@ def replica_name(job: str, rt: ReplicaType) -> str:
 
 def pod_name(job: str, rt: ReplicaType, index: int) -> str:
     return f"{replica_name(job, rt)}-{index}"
+
+
+def tensorboard_name(job: str) -> str:
+    """The job's TensorBoard Deployment and Service."""
+    return f"{job}-tensorboard"
 
 
 def checkpoint_claim_name(job: str) -> str:

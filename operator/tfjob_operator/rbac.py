@@ -27,6 +27,8 @@ RULES: list[dict[str, Any]] = [
         "verbs": [*WATCH, "create", "patch", "delete"],
     },
     {"apiGroups": [""], "resources": ["services"], "verbs": [*WATCH, "create", "patch", "delete"]},
+    # The job's TensorBoard (spec.tensorboard): applied, and deleted when it leaves the spec.
+    {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["create", "patch", "delete"]},
     # Checkpoint claims are created once, never changed.
     {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": [*WATCH, "create"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": WATCH},

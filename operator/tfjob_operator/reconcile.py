@@ -303,7 +303,7 @@ class Reconciler:
         for name in decision.scale_down:
             self.kube.scale_to_zero(namespace, name)
         for kind, name in decision.delete_children:
-            log.info("%s: deleting %s %s: its replica type left the spec", namespace, kind, name)
+            log.info("%s: deleting %s %s: it left the spec", namespace, kind, name)
             self.kube.delete_child(kind, namespace, name)
 
 
