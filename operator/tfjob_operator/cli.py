@@ -15,7 +15,11 @@ from .api import API_VERSION, KIND
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tfjob", description="Work with TFJobs.")
+    p = argparse.ArgumentParser(
+        prog="tfjob",
+        description="Work with TFJobs: run one on this machine, or on a cluster through "
+        "$KUBECONFIG (submit, logs, get, tensorboard, delete).",
+    )
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser(
         "run",
@@ -43,7 +47,64 @@ def build_parser() -> argparse.ArgumentParser:
         help="command for containers that name none (default: "
         "'python -m tfjob_trainer', as in the trainer image)",
     )
+    _cluster_commands(sub)
     return p
+
+
+def _cluster_commands(sub: argparse._SubParsersAction) -> None:
+    """The commands that work on a cluster, with kubectl's connection flags."""
+    where = argparse.ArgumentParser(add_help=False)
+    where.add_argument("-n", "--namespace", help="default: the kubeconfig context's, else default")
+    where.add_argument("--context", help="the kubeconfig context (default: the current one)")
+    submit = sub.add_parser(
+        "submit",
+        parents=[where],
+        help="create a TFJob on the cluster (checked first with the operator's own rules)",
+    )
+    submit.add_argument("file", type=Path, help="a TFJob manifest (YAML)")
+    submit.add_argument(
+        "-f",
+        "--follow",
+        action="store_true",
+        help="stream every replica's log until the job ends, print its summary, and exit "
+        "with its result (0: Succeeded, 1: Failed)",
+    )
+    logs = sub.add_parser("logs", parents=[where], help="the logs of a job's replicas")
+    logs.add_argument("name")
+    logs.add_argument("--replica", help="one replica, e.g. worker-1 (default: all)")
+    logs.add_argument("-f", "--follow", action="store_true", help="stream until they end")
+    get = sub.add_parser("get", parents=[where], help="a table of TFJobs")
+    get.add_argument("name", nargs="?")
+    get.add_argument("-A", "--all-namespaces", action="store_true")
+    board = sub.add_parser(
+        "tensorboard", parents=[where], help="reach a job's TensorBoard on a local port"
+    )
+    board.add_argument("name")
+    board.add_argument("--port", type=int, default=6006, help="local port (0: any free one)")
+    delete = sub.add_parser("delete", parents=[where], help="delete a TFJob and all it owns")
+    delete.add_argument("name")
+
+
+def run_cluster_command(args: argparse.Namespace) -> int:
+    from . import clusterctl as ctl
+
+    try:
+        cluster = ctl.Cluster.connect(args.namespace, args.context)
+        out = sys.stdout
+        if args.command == "submit":
+            return ctl.submit(cluster, args.file, args.follow, out)
+        if args.command == "logs":
+            return ctl.logs(cluster, args.name, args.replica, args.follow, out)
+        if args.command == "get":
+            return ctl.get(cluster, args.name, args.all_namespaces, out)
+        if args.command == "tensorboard":
+            return ctl.tensorboard(cluster, args.name, args.port, out)
+        return ctl.delete(cluster, args.name, out)
+    except ctl.CliError as e:
+        print(f"tfjob: {e}", file=sys.stderr)
+        return e.code
+    except KeyboardInterrupt:
+        return 130
 
 
 def _stop(signum: int, _frame: object) -> NoReturn:
@@ -52,6 +113,8 @@ def _stop(signum: int, _frame: object) -> NoReturn:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command != "run":
+        return run_cluster_command(args)
     try:
         body = yaml.safe_load(args.file.read_text())
     except (OSError, yaml.YAMLError) as e:

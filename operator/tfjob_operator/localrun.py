@@ -66,6 +66,13 @@ def result_of(output: str) -> dict[str, Any] | None:
     return None
 
 
+def line_prefix(name: str, index: int, colour: bool) -> str:
+    """`[worker-1] `, coloured per replica on a terminal."""
+    if not colour:
+        return f"[{name}] "
+    return f"\033[{COLOURS[index % len(COLOURS)]}m[{name}]\033[0m "
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -190,8 +197,7 @@ class Runner:
         threading.Thread(target=self._pump, args=(task, task.proc), daemon=True).start()
 
     def _pump(self, task: Task, proc: subprocess.Popen[bytes]) -> None:
-        colour = COLOURS[self.tasks.index(task) % len(COLOURS)]
-        prefix = f"\033[{colour}m[{task.name}]\033[0m " if self.colour else f"[{task.name}] "
+        prefix = line_prefix(task.name, self.tasks.index(task), self.colour)
         assert proc.stdout is not None
         for raw in proc.stdout:
             line = raw.decode(errors="replace").rstrip("\n")
@@ -257,28 +263,45 @@ class Runner:
         return 0 if st.is_true(self.status, st.Cond.SUCCEEDED) else 1
 
     def summary(self) -> None:
-        state = st.state(self.status)
-        final = next(
-            (c for c in reversed(self.status.get("conditions", [])) if c["type"] == state), {}
-        )
-        chief = (
-            next((t.result for t in self.tasks if t.result and t.result.get("export")), None)
-            or next((t.result for t in self.tasks if t.result), None)
-            or {}
-        )
         logs = self.workdir / "checkpoints" / "logs"
-        rows = [
-            ("state", f"{state}: {final.get('message', '')}"),
-            ("duration", f"{time.monotonic() - self.started:.1f} s"),
-            ("steps", chief.get("steps", "-")),
-            ("test accuracy", chief.get("test_accuracy", "-")),
-            ("checkpoint", chief.get("checkpoint") or self.workdir / "checkpoints"),
-            ("export", chief.get("export", "-")),
-            ("tensorboard", f"tensorboard --logdir {logs}"),
-        ]
         self.say("")
-        for key, value in rows:
-            self.say(f"{key:>14}  {value}")
+        for line in summary_lines(
+            self.status,
+            time.monotonic() - self.started,
+            [t.result for t in self.tasks],
+            checkpoints=self.workdir / "checkpoints",
+            tensorboard=f"tensorboard --logdir {logs}",
+        ):
+            self.say(line)
+
+
+def summary_lines(
+    status: st.Status,
+    duration: float,
+    results: list[dict[str, Any] | None],
+    *,
+    checkpoints: object = "-",
+    tensorboard: str = "-",
+) -> list[str]:
+    """The closing summary of a job, the same for `tfjob run` and `tfjob submit --follow`:
+    its state and message, and what the chief's result line says."""
+    state = st.state(status)
+    final = next((c for c in reversed(status.get("conditions", [])) if c["type"] == state), {})
+    chief = (
+        next((r for r in results if r and r.get("export")), None)
+        or next((r for r in results if r), None)
+        or {}
+    )
+    rows = [
+        ("state", f"{state}: {final.get('message', '')}"),
+        ("duration", f"{duration:.1f} s"),
+        ("steps", chief.get("steps", "-")),
+        ("test accuracy", chief.get("test_accuracy", "-")),
+        ("checkpoint", chief.get("checkpoint") or checkpoints),
+        ("export", chief.get("export", "-")),
+        ("tensorboard", tensorboard),
+    ]
+    return [f"{key:>14}  {value}" for key, value in rows]
 
 
 def _signal(proc: subprocess.Popen[bytes], sig: int) -> None:

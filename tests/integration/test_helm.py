@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support.cli import tfjob_cli
 from tests.support.controlplane import ControlPlane, ensure_binaries
 from tests.support.kube import Kubectl, wait_for
 from tests.support.tools import ensure_tools
@@ -101,8 +102,12 @@ def args_of(kube: Kubectl, name: str = NAME) -> list[str]:
     return deployment["spec"]["template"]["spec"]["containers"][0]["args"]
 
 
-def test_install_upgrade_uninstall(helm, kube):
+def test_install_upgrade_uninstall(helm, kube, plane):
     assert not found(kube, CRD), "this plane is fresh: helm is to create the CRD"
+    # Before the install, the tfjob command says what is missing, in one line.
+    proc = tfjob_cli(plane.kubeconfig, "get")
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "the TFJob CRD (tfjobs.tfjob.dev) is not installed" in proc.stderr
 
     notes = helm("install", RELEASE, str(CHART), "-n", NAMESPACE, "--create-namespace")
     assert "kubectl get tfj -w" in notes
