@@ -37,9 +37,15 @@ def test_apply_manifests_in_one_go(installed, kubectl, ns):
     ):
         assert kind in installed
     out = kubectl("apply", "-n", ns, "-f", str(ROOT / "manifests" / "examples"))
-    assert out.count("tfjob.tfjob.dev/") == 4
+    assert out.count("tfjob.tfjob.dev/") == 5
     names = {j["metadata"]["name"] for j in kubectl.get_json("tfj", "-n", ns)["items"]}
-    assert names == {"mnist-ps", "mnist-sync", "mnist-multi-gpu", "mnist-between-graph"}
+    assert names == {
+        "mnist-ps",
+        "mnist-sync",
+        "mnist-multi-gpu",
+        "mnist-between-graph",
+        "mnist-tensorboard",
+    }
 
 
 def test_operator_runs_a_job_with_only_the_granted_permissions(

@@ -17,12 +17,13 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "manifests" / "examples").glob("*.yaml"))
 
 
-def test_the_four_examples_exist():
+def test_the_examples_exist():
     assert [p.stem for p in EXAMPLES] == [
         "mnist-between-graph",
         "mnist-multi-gpu",
         "mnist-ps",
         "mnist-sync",
+        "mnist-tensorboard",
     ]
 
 
