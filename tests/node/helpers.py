@@ -69,10 +69,10 @@ def pod(cluster: Cluster, name: str, namespace: str) -> dict[str, Any]:
     return cluster.get("pod", name, "-n", namespace)
 
 
-def container(pod_: dict[str, Any]) -> dict[str, Any]:
-    """The tensorflow container's status ({} before it has one)."""
+def container(pod_: dict[str, Any], name: str = "tensorflow") -> dict[str, Any]:
+    """The status of a pod's container (the TensorFlow one by default; {} before it has one)."""
     statuses = (pod_.get("status") or {}).get("containerStatuses") or []
-    return next((c for c in statuses if c["name"] == "tensorflow"), {})
+    return next((c for c in statuses if c["name"] == name), {})
 
 
 def newest_step(log: str) -> int:

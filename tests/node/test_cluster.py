@@ -277,7 +277,8 @@ def test_operator_leader_lost_mid_job_reaches_the_same_end(
         if fault == "leader-killed":
             node = request.getfixturevalue("node")  # containerd's kill: the real node only
             lost = time.monotonic()
-            node.kill_container(container(pod(cluster, holder_pod(old), NAMESPACE))["containerID"])
+            leader_pod = pod(cluster, holder_pod(old), NAMESPACE)
+            node.kill_container(container(leader_pod, "operator")["containerID"])
         else:
             lost = time.monotonic()
             cluster.kubectl("delete", "pod", holder_pod(old), "-n", NAMESPACE, "--wait=false")
