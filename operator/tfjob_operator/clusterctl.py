@@ -32,6 +32,7 @@ from .lifecycle import JobView
 from .localrun import line_prefix, result_of, summary_lines
 
 CRD = f"{PLURAL}.{GROUP}"
+POLL_SECONDS = 0.5
 EXIT_FAILED, EXIT_USAGE = 1, 2
 
 
@@ -433,13 +434,15 @@ class Follower:
     def run(self) -> int:
         status: dict[str, Any] = {}
         while True:
+            # Pods first: a job that fails within a second still shows why, from the log of
+            # the container that ended it, before its pods are scaled down.
+            self._attach()
             job = self.cluster.job(self.name)
             status = job.get("status") or {}
             self._transitions(status)
             if st.is_finished(status):
                 break
-            self._attach()
-            time.sleep(1)
+            time.sleep(POLL_SECONDS)
         # The final lines (the result) of containers that just ended.
         deadline = time.monotonic() + 10
         for t in [s for s in threading.enumerate() if s.name.startswith("tfjob-log-")]:
