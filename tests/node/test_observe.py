@@ -16,7 +16,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.node.helpers import POD_WAIT, TRAIN_WAIT, assert_scaled_down, fast_job, wait_ended
+from tests.node.helpers import (
+    POD_WAIT,
+    TRAIN_WAIT,
+    assert_scaled_down,
+    container,
+    fast_job,
+    pod,
+    wait_ended,
+)
 from tests.support.cli import ROOT, cli_env, tfjob_cli
 from tests.support.cluster import Cluster
 from tests.support.kube import wait_for
@@ -127,6 +135,20 @@ def test_tensorboard_serves_the_job_during_and_after_it(
     assert status["portForward"] == (
         f"kubectl port-forward -n {namespace} svc/board-tensorboard 6006:6006"
     )
+    # `tfjob logs -f` of one replica while it trains: its whole run, prefixed.
+    wait_for(
+        lambda: "running" in container(pod(cluster, "board-chief-0", namespace)).get("state", {}),
+        POD_WAIT,
+        "the chief running",
+    )
+    logs = tfjob_cli(
+        cluster.kubeconfig, "logs", "board", "--replica", "chief-0", "-f", "-n", namespace,
+        timeout=TRAIN_WAIT,
+    )  # fmt: skip
+    assert logs.returncode == 0, logs.stderr
+    lines = logs.stdout.splitlines()
+    assert lines and all(line.startswith("[chief-0] ") for line in lines), lines[:5]
+    assert any(line.startswith("[chief-0] TFJOB_RESULT ") for line in lines), lines[-5:]
     wait_ended(cluster, "board", namespace)
     assert_scaled_down(cluster, "board", namespace)  # the training pods are gone...
     with forwarded(cluster, namespace, "svc/board-tensorboard") as base:  # ...TensorBoard is not
