@@ -153,11 +153,16 @@ def test_tensorboard_serves_the_job_during_and_after_it(
     assert_scaled_down(cluster, "board", namespace)  # the training pods are gone...
     with forwarded(cluster, namespace, "svc/board-tensorboard") as base:  # ...TensorBoard is not
         seen = wait_for(lambda: board_has_everything(base), POD_WAIT, "TensorBoard's data")
-    loss = get_json_forwarded(cluster, namespace, "/data/plugin/scalars/scalars?run=train&tag=loss")
-    # [wall time, step, value]: the chief's reports, in order (the last comes just before the
-    # final step: a parameter-server step counter is read while the last closures still run).
-    steps = [step for _, step, _ in loss]
-    assert len(steps) >= 3 and steps == sorted(steps) and steps[-1] >= 200, loss
+
+        def steps() -> list[int]:
+            # [wall time, step, value] per report; TensorBoard reloads the files every 5 s.
+            loss = get_json(f"{base}/data/plugin/scalars/scalars?run=train&tag=loss") or []
+            return [step for _, step, _ in loss]
+
+        reported = wait_for(
+            lambda: (s := steps()) and s[-1] >= 200 and s, 60, "the last reports in TensorBoard"
+        )
+        assert reported == sorted(reported) and len(reported) >= 3, reported
     print("TensorBoard tags:", seen)
 
     # `tfjob tensorboard` reaches the same, through the API server's port-forward.
@@ -177,8 +182,3 @@ def test_tensorboard_serves_the_job_during_and_after_it(
     finally:
         proc.terminate()
         proc.wait(10)
-
-
-def get_json_forwarded(cluster: Cluster, namespace: str, path: str):
-    with forwarded(cluster, namespace, "svc/board-tensorboard") as base:
-        return wait_for(lambda: get_json(base + path), 60, path)
