@@ -142,6 +142,7 @@ def test_killed_leader_hands_over_within_the_lease_duration(
     status = job.wait_state("mnist", "Succeeded", CHILD_WAIT)
     assert history(status) == UNDISTURBED
     assert children_uids(job, "mnist") == before, "no child was replaced or duplicated"
+    job.wait_event("mnist", "TFJobSucceeded")  # posted in the background, after the status
     assert [e[1] for e in job.events("mnist")].count("TFJobSucceeded") == 1
     assert writes_by(control_plane, new), "the new leader wrote the end of the job"
     assert old != new

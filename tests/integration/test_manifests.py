@@ -114,6 +114,13 @@ def test_every_example_runs_through_the_operator(crd, kubectl, apps, custom, ns,
 
         got = wait_for(lambda w=want, f=statefulsets: f() == w and f(), 60, f"{path.name}: {want}")
         assert got == want
-        status = custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name)["status"]
+        # The status is written after the children are applied: wait for it too.
+        status = wait_for(
+            lambda name=name: custom.get_namespaced_custom_object(
+                GROUP, VERSION, ns, PLURAL, name
+            ).get("status"),
+            60,
+            f"{path.name}: a status",
+        )
         assert st.find(status, "Failed") is None, status
         assert st.find(status, "Created")["status"] == "True"

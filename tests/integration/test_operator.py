@@ -295,6 +295,8 @@ def test_operator_killed_mid_job_converges_without_duplicates(job, kubelet, oper
     job.wait_replicas(name, {"mnist-chief": 0, "mnist-ps": 0, "mnist-worker": 0})
     assert sorted(job.statefulsets(name)) == ["mnist-chief", "mnist-ps", "mnist-worker"]
     assert sorted(job.services(name)) == ["mnist-chief", "mnist-ps", "mnist-worker"]
+    # Events are posted after the status write, in the background: wait for the first.
+    job.wait_event(name, "TFJobSucceeded")
     succeeded = [e for e in job.events(name) if e[1] == "TFJobSucceeded"]
     assert len(succeeded) == 1
 
