@@ -16,7 +16,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from . import common
+from . import TaskFailed, common
 from .config import Task
 from .data import Files
 from .options import Options
@@ -44,7 +44,32 @@ def run(opts: Options, files: Files | None, task: Task) -> dict[str, Any] | None
     strategy = tf.distribute.ParameterServerStrategy(resolver)
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     io_device = f"/job:{task.type}/replica:0/task:{task.index}/device:CPU:0"
-    return coordinate(opts, files, strategy, coordinator, io_device)
+    try:
+        return coordinate(opts, files, strategy, coordinator, io_device)
+    except PS_LOST as e:
+        # The variables live on the parameter servers: without one, the chief cannot go on.
+        # Not the program's verdict but the cluster's: a restart resumes from the checkpoint.
+        first = e.message.splitlines()[0] if e.message else type(e).__name__
+        raise TaskFailed(f"the connection to a parameter server failed ({first})") from e
+
+
+# How a lost parameter server (or its connection) surfaces on the chief.
+PS_LOST = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError)
+SAVE_TRIES = 3
+
+
+def save_checkpoint(ckpts: common.Checkpoints) -> str:
+    """Save, trying again after a connection reset: gRPC reconnects, and a reset that was only
+    a reset then costs nothing. A server that is really gone fails every try."""
+    for attempt in range(1, SAVE_TRIES + 1):
+        try:
+            return ckpts.save()
+        except tf.errors.UnavailableError as e:
+            if attempt == SAVE_TRIES:
+                raise
+            log.warning("checkpoint save failed (%s); trying again", e.message.splitlines()[0])
+            time.sleep(attempt)
+    raise AssertionError("unreachable")
 
 
 def _wait_listening(task: Task, timeout: float) -> None:
@@ -118,12 +143,12 @@ def coordinate(
             progress.report(int(step.numpy()), loss, acc)
         if scheduled // opts.checkpoint_every > before // opts.checkpoint_every:
             coordinator.join()
-            ckpts.save()
+            save_checkpoint(ckpts)
     coordinator.join()
     elapsed = time.perf_counter() - started
     final = int(step.numpy())
     if final != start_step or not ckpts.manager.latest_checkpoint:
-        ckpts.save()
+        save_checkpoint(ckpts)
     if start_step >= opts.steps:
         log.info("already trained to step %d; nothing to do", start_step)
     trained = final - start_step
