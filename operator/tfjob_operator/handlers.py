@@ -10,6 +10,7 @@ keep no progress annotations and add no finalizers, so deleting a TFJob never wa
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import copy
 import logging
 import os
@@ -73,9 +74,16 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: 
 
 
 def _take_over(memo: kopf.Memo) -> None:
-    """The Lease is ours: reconcile every job known so far; events bring the rest."""
-    for key in list(memo.reconciler.jobs):
-        memo.queue.schedule(key)
+    """The Lease is ours: reconcile every job known so far; events bring the rest.
+
+    The reconciles start in the context of a handler that ran (kopf's Event queue lives in
+    context variables that only handlers have): started from the elector's own context, they
+    could write a status but not post its Events."""
+    context = memo.get("handler_context")
+    keys = list(memo.reconciler.jobs)
+    if context is None:
+        return  # no event yet, so no job known yet
+    context.run(lambda: [memo.queue.schedule(key) for key in keys])
 
 
 def _exit_on_loss(why: str) -> None:
@@ -131,6 +139,8 @@ def _leading(memo: kopf.Memo) -> bool:
 
 def _wake(memo: kopf.Memo, key: tuple[str, str], kwargs: dict[str, Any]) -> None:
     _use_indexes(memo.reconciler, kwargs)
+    if memo.get("handler_context") is None:
+        memo.handler_context = contextvars.copy_context()
     if _leading(memo):
         memo.queue.schedule(key)
 
