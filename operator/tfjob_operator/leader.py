@@ -175,9 +175,9 @@ class LeaderElector:
             started = time.monotonic()
             try:
                 held, ends = await loop.run_in_executor(self._pool, self._attempt)
-                problem = None if held else "another replica holds the Lease"
+                unreachable = None
             except Exception as e:  # the API, the network (urllib3's MaxRetryError), the data
-                held, ends, problem = False, None, f"cannot reach the Lease: {_brief(e)}"
+                held, ends, unreachable = False, None, f"cannot reach the Lease: {_brief(e)}"
             if self._stopped:
                 return
             if held:
@@ -193,13 +193,11 @@ class LeaderElector:
                         self.name,
                     )
                     self._on_leading()
-            elif self._leading and (
-                problem == "another replica holds the Lease" or not self.may_write()
-            ):
-                self.lose(problem or "the Lease was not renewed in time")
+            elif self._leading and (unreachable is None or not self.may_write()):
+                self.lose(unreachable or "another replica holds the Lease")
                 return
-            elif not self._leading and problem and problem.startswith("cannot"):
-                log.warning("leader election: %s", problem)
+            elif not self._leading and unreachable is not None:
+                log.warning("leader election: %s", unreachable)
             await asyncio.sleep(self._pause(started, ends))
 
     async def guarded(self) -> None:
