@@ -44,8 +44,9 @@ DEBIAN_ETCD = Path("/usr/bin/etcd")
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 LOG_TAIL_LINES = 40
-# The API server's audit log keeps every write to what the operator writes, with the
-# client's user agent: evidence of which operator replica wrote what, and when.
+# The API server's audit log keeps every write to what the operator writes, and every read of
+# Events, with the client's user agent: evidence of which operator replica wrote what, and
+# when, and of how many requests a job costs.
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",
     "kind": "Policy",
@@ -57,13 +58,22 @@ AUDIT_POLICY = {
             "resources": [
                 {"group": "tfjob.dev"},
                 {"group": "apps", "resources": ["statefulsets"]},
-                {"group": "", "resources": ["services", "persistentvolumeclaims"]},
+                {"group": "", "resources": ["services", "persistentvolumeclaims", "events"]},
                 {"group": "scheduling.volcano.sh"},
                 {"group": "scheduling.x-k8s.io"},
             ],
         },
+        {"level": "Metadata", "verbs": ["get", "list"], "resources": [{"resources": ["events"]}]},
         {"level": "None"},
     ],
+}
+# Every request of every client, for counting what a client sends (benchmarks/operator_scale.py);
+# each event names its client's user agent.
+AUDIT_EVERYTHING = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [{"level": "Metadata"}],
 }
 
 
@@ -292,11 +302,14 @@ class ControlPlane:
         *,
         address: str = "127.0.0.1",
         node: bool = False,
+        audit_policy: dict[str, Any] | None = None,
     ) -> None:
         """``node``: serve a real node too, on ``address`` (an address of this host that
         pods reach): the ``kubernetes`` Service gets that endpoint, kube-scheduler runs, and
-        the API server reaches the kubelet by its InternalIP with a client certificate."""
+        the API server reaches the kubelet by its InternalIP with a client certificate.
+        ``audit_policy``: what the audit log keeps (default: writes to the operator's kinds)."""
         self.workdir = Path(workdir).absolute()
+        self.audit_policy = audit_policy or AUDIT_POLICY
         self.binaries = binaries
         self.address = address
         self.node = node
@@ -372,7 +385,7 @@ class ControlPlane:
         self._write_kubeconfig(kcm_kubeconfig, pki)
 
         audit_policy = self.workdir / "audit-policy.json"
-        audit_policy.write_text(json.dumps(AUDIT_POLICY))
+        audit_policy.write_text(json.dumps(self.audit_policy))
         self.audit_log.unlink(missing_ok=True)
         etcd_url = f"http://127.0.0.1:{etcd_port}"
         peer_url = f"http://127.0.0.1:{peer_port}"
@@ -424,7 +437,7 @@ class ControlPlane:
                 f"--proxy-client-key-file={pki['proxy-client'][1]}",
                 f"--audit-policy-file={audit_policy}",
                 f"--audit-log-path={self.audit_log}",
-                "--audit-log-maxsize=100",
+                "--audit-log-maxsize=2000",
                 "--audit-log-maxbackup=1",
             ],
         )
