@@ -7,7 +7,7 @@ desired objects twice changes nothing, and a conflict with another writer cannot
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import kubernetes
@@ -47,6 +47,9 @@ LEASE_WRITES = {
 # Reads besides the watches: a StatefulSet's FailedCreate events, only while it lacks pods.
 READS = {("", "events", "list")}
 APPLY = "application/apply-patch+yaml"
+# Without leader election every request still says it is the operator's (the audit log shows
+# the user agent); with it, the agent names the replica (`LeaderElector.user_agent`).
+STANDALONE_AGENT = "tfjob-operator/standalone"
 MERGE = "application/merge-patch+json"
 
 
@@ -84,8 +87,7 @@ class Kube:
     ) -> None:
         self.may_write = may_write
         client = kubernetes.client.ApiClient()
-        if user_agent:
-            client.user_agent = user_agent
+        client.user_agent = user_agent or STANDALONE_AGENT
         self.core = kubernetes.client.CoreV1Api(client)
         self.apps = kubernetes.client.AppsV1Api(client)
         self.custom = kubernetes.client.CustomObjectsApi(client)
@@ -176,21 +178,19 @@ class Kube:
         }[kind]
         _send(delete, name, namespace, propagation_policy="Background", unless=404)
 
-    def failed_create(self, namespace: str, statefulset: str, uid: str) -> str | None:
-        """The newest FailedCreate message of one StatefulSet: why it cannot make its pods."""
-        selector = ",".join(
-            [
-                "involvedObject.kind=StatefulSet",
-                f"involvedObject.name={statefulset}",
-                f"involvedObject.uid={uid}",
-                "reason=FailedCreate",
-            ]
-        )
+    def failed_creates(self, namespace: str) -> dict[tuple[str, str], str]:
+        """The newest FailedCreate message of each StatefulSet of a namespace, by (name, uid):
+        why they cannot make their pods. One list for the whole namespace."""
+        selector = "involvedObject.kind=StatefulSet,reason=FailedCreate"
         events = self.core.list_namespaced_event(namespace, field_selector=selector).items
-        if not events:
-            return None
-        newest = max(events, key=lambda e: e.last_timestamp or e.metadata.creation_timestamp)
-        return newest.message
+        return newest_messages(
+            (
+                (e.involved_object.name, e.involved_object.uid),
+                e.last_timestamp or e.metadata.creation_timestamp,
+                e.message,
+            )
+            for e in events
+        )
 
     def patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         """Merge-patch the status subresource; return the object as stored."""
@@ -220,3 +220,14 @@ def _send(call: Callable[..., Any], *args: Any, unless: int | None = None, **kwa
     except kubernetes.client.ApiException as e:
         if e.status != unless:
             raise
+
+
+def newest_messages(
+    events: Iterable[tuple[tuple[str, str], Any, str | None]],
+) -> dict[tuple[str, str], str]:
+    """The newest message of each object, from (object, time, message) triples."""
+    newest: dict[tuple[str, str], tuple[Any, str]] = {}
+    for obj, at, message in events:
+        if message and (obj not in newest or at > newest[obj][0]):
+            newest[obj] = (at, message)
+    return {obj: message for obj, (_, message) in newest.items()}

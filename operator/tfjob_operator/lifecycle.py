@@ -177,7 +177,12 @@ def _account_exits(
             entry = {"uid": pod.uid, "count": 0, "succeeded": False}
         fresh = pod.terminations - entry["count"]
         if fresh <= 0:
-            ledger[pod.name] = entry
+            # A pod that has not exited yet has nothing to remember: no entry, so that a pod
+            # appearing costs no status write.
+            if entry["count"] or entry["succeeded"]:
+                ledger[pod.name] = entry
+            else:
+                ledger.pop(pod.name, None)
             continue
         for ex in _fresh_exits(pod, fresh):
             if ex.code == 0:

@@ -40,6 +40,12 @@ PERSISTENT_SECONDS = 30.0
 # events, and again this often while it lacks them.
 CREATE_GRACE_SECONDS = 10.0
 CREATE_CHECK_SECONDS = 10.0
+# One list of a namespace's FailedCreate events serves every job there that looks within this
+# many seconds: 1000 jobs waiting on a slow controller cost one list, not 1000.
+FAILED_CREATE_SHARED_SECONDS = 2.0
+# A status write that changes only pod counts waits this long, so that the pods of a job that
+# come up (or go away) together cost one write.
+COUNTS_DELAY_SECONDS = 1.0
 # Server errors that no retry can heal: the spec makes something Kubernetes will not take.
 TERMINAL_STATUSES = {400, 413, 422}
 TERMINAL_MESSAGES = ("failed to create typed patch object", "request is too large")
@@ -72,9 +78,15 @@ class Reconciler:
     statefulsets: Mapping[JobKey, Any] = field(default_factory=dict)  # kopf index: key -> [obs]
     # What we last applied per job, so unchanged children are not re-sent on every pod event.
     _applied: dict[JobKey, str] = field(default_factory=dict)
-    # Our last status write per job: (resourceVersion it was based on, object it produced).
-    # Until the watch delivers our own write, the index still holds the older object.
-    _written: dict[JobKey, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    # Our last status write per job: (the resourceVersions it supersedes, object it produced).
+    # Until the watch delivers our own writes, the index holds one of the older objects.
+    _written: dict[JobKey, tuple[frozenset[str], dict[str, Any]]] = field(default_factory=dict)
+    # Jobs whose pod counts changed alone: when that change is written at the latest.
+    _counts_due: dict[JobKey, float] = field(default_factory=dict)
+    # Each namespace's FailedCreate events, by StatefulSet (name, uid): (listed when, list).
+    _failed_creates: dict[str, tuple[float, asyncio.Future[dict[tuple[str, str], str]]]] = field(
+        default_factory=dict
+    )
     # Parsed specs by job, for the generation they were read from (parsing is not free).
     _views: dict[JobKey, tuple[tuple[Any, ...], JobView]] = field(default_factory=dict)
     _failing: dict[JobKey, _Failing] = field(default_factory=dict)
@@ -104,14 +116,15 @@ class Reconciler:
                 self._failing,
                 self._create_checked,
                 self._states,
+                self._counts_due,
             ):
                 cache.pop(key, None)
             return None
         body = bodies[0]
         written = self._written.get(key)
         if written is not None:
-            base_rv, result = written
-            if body["metadata"].get("resourceVersion") == base_rv:
+            superseded, result = written
+            if body["metadata"].get("resourceVersion") in superseded:
                 return result
             del self._written[key]
         return body
@@ -231,15 +244,29 @@ class Reconciler:
         if decision.scale_down or decision.delete_children:
             await asyncio.to_thread(self._converge, key[0], decision)
 
-        await self._write(key, body, decision)
+        counts_wait = self._counts_wait(key, decision)
+        if counts_wait is None:
+            await self._write(key, body, decision)
         self._failing.pop(key, None)
 
         if decision.delete_job:
             log.info("%s/%s: ttlSecondsAfterFinished passed; deleting", *key)
             await asyncio.to_thread(self.kube.delete_job, *key)
             return None
-        delays = [d for d in (decision.requeue_after, recheck) if d is not None]
+        delays = [d for d in (decision.requeue_after, recheck, counts_wait) if d is not None]
         return min(delays) if delays else None
+
+    def _counts_wait(self, key: JobKey, decision: Decision) -> float | None:
+        """Seconds a patch of pod counts alone may still wait; None when it is written now."""
+        if not st.counts_only(decision.patch):
+            self._counts_due.pop(key, None)
+            return None
+        now = time.monotonic()
+        due = self._counts_due.setdefault(key, now + COUNTS_DELAY_SECONDS)
+        if now >= due:
+            del self._counts_due[key]
+            return None
+        return due - now
 
     async def _write(self, key: JobKey, body: dict[str, Any], decision: Decision) -> None:
         """The status patch, then the events it announces and the job metrics it moves."""
@@ -252,7 +279,12 @@ class Reconciler:
                 if e.status == 404:
                     return  # deleted meanwhile
                 raise
-            self._written[key] = (body["metadata"].get("resourceVersion", ""), result)
+            # The index may still show any object our earlier writes replaced: all of them are
+            # older than this result.
+            earlier = self._written.get(key)
+            superseded = earlier[0] if earlier is not None and earlier[1] is body else frozenset()
+            rv = body["metadata"].get("resourceVersion", "")
+            self._written[key] = (superseded | {rv}, result)
             metrics.STATUS_WRITES.inc()
             metrics.record(key[0], body.get("status") or {}, decision.status)
         self._states[key] = st.state(decision.status)
@@ -285,15 +317,24 @@ class Reconciler:
         due = max(since + CREATE_GRACE_SECONDS, (checked_at or 0.0) + CREATE_CHECK_SECONDS)
         if now < due:
             return failures, due - now
-        failures = {}
-        for child in short:
-            message = await asyncio.to_thread(
-                self.kube.failed_create, key[0], child.name, child.uid
-            )
-            if message:
-                failures[child.name] = message
+        listed = await self._namespace_failed_creates(key[0])
+        failures = {c.name: listed[(c.name, c.uid)] for c in short if (c.name, c.uid) in listed}
         self._create_checked[key] = (since, failures, now)
         return failures, CREATE_CHECK_SECONDS
+
+    async def _namespace_failed_creates(self, namespace: str) -> dict[tuple[str, str], str]:
+        """The namespace's FailedCreate messages by StatefulSet, from one list shared by every
+        job of the namespace that looks within a moment (a list under way included)."""
+        now = time.monotonic()
+        shared = self._failed_creates.get(namespace)
+        if shared is not None and now - shared[0] < FAILED_CREATE_SHARED_SECONDS:
+            future = shared[1]
+            failed = future.done() and (future.cancelled() or future.exception() is not None)
+            if not failed:
+                return await asyncio.shield(future)
+        task = asyncio.ensure_future(asyncio.to_thread(self.kube.failed_creates, namespace))
+        self._failed_creates[namespace] = (now, task)
+        return await asyncio.shield(task)
 
     def _apply_all(self, children: list[dict[str, Any]]) -> None:
         for child in children:

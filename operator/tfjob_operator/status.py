@@ -183,3 +183,14 @@ def changes(before: Status, after: Status) -> dict[str, Any]:
         "restarted": restarted,
         "duration": duration,
     }
+
+
+# Fields that count pods and change with every pod that comes up or goes away.
+COUNTS = frozenset({"activeReplicas", "replicaStatuses"})
+
+
+def counts_only(patch: dict[str, Any]) -> bool:
+    """Whether a status patch changes nothing but the pod counts: no condition, no exit, no
+    waiting pod. Such a patch can wait a moment and fold the next pods' changes into one
+    write instead of one per pod."""
+    return bool(patch) and set(patch) <= COUNTS

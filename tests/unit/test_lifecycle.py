@@ -641,3 +641,33 @@ def test_a_scheduler_that_answers_is_not_suspected():
     run.step(*pods, after=120)
     # Volcano's own answer is reported as it is; the default scheduler is never suspected.
     assert run.status["waiting"] == {"mnist-ps-0": "Unschedulable: gang"}
+
+
+def test_pods_coming_up_change_only_the_counts_and_a_successful_life_takes_four_writes():
+    """Pods appearing add nothing to the status but counts (no ledger entry per pod that has
+    not exited), so the operator can fold them into one write: Created, Running, Succeeded and
+    the counts once the pods are gone are all a PS=1, Worker=2 job writes."""
+    run = Run(tfjob(replicas={"PS": 1, "Worker": 2}))
+    writes = [run.step()]
+    assert "Created" in {c["type"] for c in run.status["conditions"]}
+    up = [pod("mnist", "ps", 0), pod("mnist", "worker", 0)]
+    appearing = run.step(
+        *[
+            pod("mnist", rt, i, state="waiting", reason="ContainerCreating")
+            for rt, i in (("ps", 0), ("worker", 0), ("worker", 1))
+        ]
+    )
+    assert not appearing.patch, "pods that exist but have not run change nothing"
+    partial = run.step(*up)
+    assert st.counts_only(partial.patch)
+    writes.append(run.step(*up, pod("mnist", "worker", 1)))
+    assert run.state() == "Running" and not st.counts_only(writes[-1].patch)
+    done = pod("mnist", "worker", 0, state="terminated", exit_code=0)
+    writes.append(run.step(pod("mnist", "ps", 0), done, pod("mnist", "worker", 1)))
+    assert run.state() == "Succeeded"
+    assert run.status["terminations"] == {
+        "mnist-worker-0": {"uid": "uid-mnist-worker-0", "count": 1, "succeeded": True}
+    }
+    gone = run.step()
+    assert st.counts_only(gone.patch) and run.status["activeReplicas"] == "0/3"
+    assert not run.step().patch, "a finished job with its pods gone writes nothing more"

@@ -103,3 +103,19 @@ def conditioned(*types_, restarts=0, start=None, end=None):
 def test_changes_for_the_job_metrics(before, after, want):
     base = dict(created=False, succeeded=False, failed=False, restarted=0, duration=None)
     assert st.changes(before, after) == base | want
+
+
+@pytest.mark.parametrize(
+    ("patch", "counts_only"),
+    [
+        ({}, False),
+        ({"activeReplicas": "2/3"}, True),
+        ({"activeReplicas": "3/3", "replicaStatuses": {"Worker": {"active": 2}}}, True),
+        ({"activeReplicas": "3/3", "conditions": [{"type": "Running"}]}, False),
+        ({"replicaStatuses": {"Worker": {"active": 0}}, "terminations": {"x": None}}, False),
+        ({"waiting": {"mnist-worker-0": "ErrImagePull"}}, False),
+        ({"restarts": 1, "activeReplicas": "1/2"}, False),
+    ],
+)
+def test_which_patches_only_count_pods(patch, counts_only):
+    assert st.counts_only(patch) is counts_only
