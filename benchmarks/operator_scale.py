@@ -149,7 +149,7 @@ def wait_states(custom, namespaces: dict[str, int], state: str, timeout: float) 
     def all_there() -> bool:
         return all(states(custom, ns)[state] == n for ns, n in namespaces.items())
 
-    wait_for(all_there, timeout, f"every job {state}", interval=1.0)
+    wait_for(all_there, timeout, f"every job {state}", interval=2.0)
 
 
 def report_pods(
@@ -158,17 +158,16 @@ def report_pods(
     """Report the container of every pod (whose name ends with `only`) as
     `container_status(**cs)` says, as a kubelet would."""
 
-    def pods(ns: str) -> list[str]:
-        return [p.metadata.name for p in core.list_namespaced_pod(ns).items]
+    def count(ns: str) -> int:
+        """Pods in a namespace, without listing them all (which loads the API server)."""
+        page = core.list_namespaced_pod(ns, limit=1)
+        return len(page.items) + (page.metadata.remaining_item_count or 0)
 
     todo: list[tuple[str, str]] = []
     for ns, n in namespaces.items():
-        names = wait_for(
-            lambda ns=ns, n=n: len(p := pods(ns)) == n * PODS_PER_JOB and p,
-            1800,
-            f"{n * PODS_PER_JOB} pods in {ns}",
-            interval=1.0,
-        )
+        want = n * PODS_PER_JOB
+        wait_for(lambda ns=ns, want=want: count(ns) == want, 1800, f"{want} pods in {ns}", 2.0)
+        names = [p.metadata.name for p in core.list_namespaced_pod(ns).items]
         todo += [(ns, p) for p in names if p.endswith(only)]
     body = {
         "status": {
@@ -182,14 +181,15 @@ def report_pods(
 
 
 def wait_quiet(audit: Audit, since: int, quiet: float, timeout: float) -> None:
-    """Until the operator has sent nothing for `quiet` seconds (it is done with the jobs)."""
-    last = {"count": -1, "at": time.monotonic()}
+    """Until the operator has sent nothing for `quiet` seconds (it is done with the jobs); reads
+    only what the log gained since the last look."""
+    last = {"offset": since, "at": time.monotonic()}
 
     def settled() -> bool:
-        count = len(audit.requests(since))
-        now = time.monotonic()
-        if count != last["count"]:
-            last.update(count=count, at=now)
+        end, now = audit.mark(), time.monotonic()
+        if audit.requests(last["offset"], end):
+            last["at"] = now
+        last["offset"] = end
         return now - last["at"] >= quiet
 
     wait_for(settled, timeout, "the operator to fall quiet", interval=1.0)
