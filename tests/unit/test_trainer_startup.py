@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 import types
 
 import pytest
@@ -14,7 +15,7 @@ from tfjob_trainer import __main__ as trainer_main
 from tfjob_trainer import config, data, options
 
 LINE = re.compile(
-    r"^start-up: peers (\d+\.\d\d) s, data (\d+\.\d\d) s, import (\d+\.\d\d) s; "
+    r"^start-up: import (\d+\.\d\d) s, data (\d+\.\d\d) s, peers (\d+\.\d\d) s; "
     r"ready (\d+\.\d\d) s after process start \((\d+\.\d{6})\)$"
 )
 
@@ -46,20 +47,26 @@ def task() -> config.Task:
 )
 def test_run_logs_where_start_up_went(monkeypatch, caplog, task, summary, first_step):
     module = fake_strategy(summary)
-    waited: list[config.Task] = []
-    monkeypatch.setattr(config, "wait_for_peers", lambda t, timeout: waited.append(t))
-    monkeypatch.setattr(data, "prepare", lambda name, where: None)
-    monkeypatch.setattr(trainer_main, "_strategy_module", lambda name: module)
+    order: list[str] = []
+
+    def strategy_module(name: str) -> types.SimpleNamespace:
+        order.append("import")
+        return module
+
+    monkeypatch.setattr(config, "wait_for_peers", lambda t, timeout: order.append("peers"))
+    monkeypatch.setattr(data, "prepare", lambda name, where: order.append("data"))
+    monkeypatch.setattr(trainer_main, "_strategy_module", strategy_module)
     opts = options.parse(["--strategy=parameter-server"])
 
     with caplog.at_level(logging.INFO, logger="tfjob_trainer"):
         got = trainer_main.run(opts, task, "parameter-server")
 
-    assert got is summary and waited == [task] and len(module.calls) == 1
+    # The wait for peers comes last: they start meanwhile.
+    assert got is summary and order == ["import", "data", "peers"] and len(module.calls) == 1
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("start-up:")]
     match = LINE.match(lines[0])
     assert match, lines[0]
-    peers, prepare, imports, ready, _ = map(float, match.groups())
+    imports, prepare, peers, ready, _ = map(float, match.groups())
     assert ready >= peers + prepare + imports - 0.02  # parts are within the time to ready
     assert lines[1:] == ([first_step] if first_step else [])
 
@@ -81,3 +88,33 @@ def test_a_part_that_fails_is_still_timed():
     with pytest.raises(TimeoutError), clock.part("peers"):
         raise TimeoutError("peers did not resolve")
     assert list(clock.parts) == ["peers"]
+
+
+def test_scikit_learn_is_hidden_only_while_tensorflow_imports(monkeypatch, task):
+    """Keras imports scikit-learn (0.7 s) for wrappers the trainer never uses; the digits
+    dataset imports it afterwards."""
+    seen: list[object] = []
+
+    def strategy_module(name: str) -> types.SimpleNamespace:
+        seen.append(sys.modules.get("sklearn", "absent"))
+        with pytest.raises(ImportError):
+            import sklearn  # noqa: F401
+        return fake_strategy(None)
+
+    monkeypatch.delitem(sys.modules, "sklearn", raising=False)
+    monkeypatch.setattr(config, "wait_for_peers", lambda t, timeout: None)
+    monkeypatch.setattr(data, "prepare", lambda name, where: None)
+    monkeypatch.setattr(trainer_main, "_strategy_module", strategy_module)
+    trainer_main.run(options.parse([]), task, "parameter-server")
+    assert seen == [None] and sys.modules.get("sklearn", "absent") == "absent"
+    import sklearn
+
+    assert sklearn.__version__
+
+
+def test_an_already_imported_module_is_left_alone(monkeypatch):
+    sentinel = types.ModuleType("sklearn")
+    monkeypatch.setitem(sys.modules, "sklearn", sentinel)
+    with trainer_main._hidden("sklearn"):
+        assert sys.modules["sklearn"] is sentinel
+    assert sys.modules["sklearn"] is sentinel
