@@ -160,10 +160,6 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(problem)
     import kopf  # imported late so that --help stays fast
 
-    from . import memory
-
-    memory.limit_arenas()  # before the first thread starts
-
     from . import handlers  # noqa: F401  (registers the handlers)
 
     kopf.configure(

@@ -18,7 +18,7 @@ from typing import Any
 
 import kopf
 
-from . import memory, metrics, naming, podtemplate
+from . import metrics, naming, podtemplate
 from .api import GROUP, PLURAL, VERSION
 from .config import OperatorConfig
 from .kube import Kube, configure_client, uses_kubeconfig
@@ -67,8 +67,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: 
         kube = Kube(memo.elector.may_write, user_agent=memo.elector.user_agent)
     memo.reconciler = Reconciler(kube, config.cluster_domain, gang=config.gang)
     _use_indexes(memo.reconciler, kwargs)
-    # Once a burst of reconciles is over, the memory it took goes back to the system.
-    memo.queue = WorkQueue(memo.reconciler, on_idle=memory.Trimmer().soon)
+    memo.queue = WorkQueue(memo.reconciler)
     metrics.watch_states(memo.reconciler.states)
     if memo.elector is not None:
         memo.election_task = asyncio.get_running_loop().create_task(memo.elector.guarded())

@@ -21,15 +21,8 @@ class RetryableError(Exception):
 
 
 class WorkQueue:
-    def __init__(
-        self,
-        work: Work,
-        *,
-        max_backoff: float = 60.0,
-        on_idle: Callable[[], None] | None = None,
-    ) -> None:
+    def __init__(self, work: Work, *, max_backoff: float = 60.0) -> None:
         self._work = work
-        self._on_idle = on_idle  # called when the last reconcile under way ends
         self._max_backoff = max_backoff
         self._dirty: set[Hashable] = set()
         self._running: dict[Hashable, asyncio.Task[None]] = {}
@@ -87,8 +80,6 @@ class WorkQueue:
                     break
         finally:
             self._running.pop(key, None)
-            if not self._running and self._on_idle is not None:
-                self._on_idle()
         if delay is not None:
             self.schedule_later(key, delay)
 

@@ -80,28 +80,3 @@ def test_failures_back_off_and_recover():
     attempts = asyncio.run(main())
     assert len(attempts) == 3
     assert attempts[2] - attempts[1] >= 0.04, "the second retry waited for the backoff"
-
-
-def test_idle_is_told_once_the_last_reconcile_under_way_ends():
-    async def main():
-        idle: list[int] = []
-        gates = {"a": asyncio.Event(), "b": asyncio.Event()}
-
-        async def work(key):
-            await gates[key].wait()
-            return None
-
-        q = WorkQueue(work, on_idle=lambda: idle.append(len(q._running)))
-        q.schedule("a")
-        q.schedule("b")
-        await asyncio.sleep(0)
-        gates["a"].set()
-        while "a" in q._running:
-            await asyncio.sleep(0)
-        told_while_b_runs = list(idle)
-        gates["b"].set()
-        await asyncio.wait_for(q.drain(), 5)
-        return told_while_b_runs, idle
-
-    while_b_runs, idle = asyncio.run(main())
-    assert while_b_runs == [] and idle == [0]
