@@ -9,6 +9,7 @@ start-up, tracing and compilation); "first step" is from process start to the fi
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -50,33 +51,63 @@ MODES: list[tuple[str, dict[str, int], list[str], str]] = [
 ]
 
 
-def peak_rss_mib(pid: int) -> float | None:
+def usage(pid: int) -> tuple[float | None, float | None]:
+    """A running process's peak RSS (MiB) and CPU seconds so far, from /proc."""
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
+        status = Path(f"/proc/{pid}/status").read_text().splitlines()
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
-        return None
-    return None
+        return None, None
+    rss = next((int(line.split()[1]) / 1024 for line in status if line.startswith("VmHWM:")), None)
+    ticks = os.sysconf("SC_CLK_TCK")
+    return rss, (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
 
 
-def run_mode(workdir: Path, replicas: dict[str, int], args: list[str], lead: str) -> dict:
-    job = Job(workdir, replicas, args)
+def run_mode(
+    workdir: Path,
+    replicas: dict[str, int],
+    args: list[str],
+    lead: str,
+    cpus: dict[str, str] | None = None,
+) -> dict:
+    """Run one job's processes to the end; its lead task's result, with every process's peak
+    RSS (`rss`) and CPU seconds (`cpu`) by task name."""
+    job = Job(workdir, replicas, args, cpus=cpus)
     try:
         job.start_all()
         result = job.wait(lead, 900).result()
-        rss = {}
+        rss, cpu = {}, {}
         for name, proc in job.procs.items():
             if proc.popen.poll() is None:  # servers: read before they are stopped
-                rss[name] = peak_rss_mib(proc.popen.pid)
+                rss[name], cpu[name] = usage(proc.popen.pid)
         for name in job.procs:
             if name not in rss:
                 job.wait(name, 300)
-                rss[name] = job.procs[name].result().get("peak_rss_mib")
-        result["rss"] = rss
-        return result
+                done = job.procs[name].result()
+                rss[name], cpu[name] = done.get("peak_rss_mib"), done.get("cpu_sec")
+        return {**result, "rss": rss, "cpu": cpu}
     finally:
         job.stop_all()
+
+
+def baseline(kind: str, model: str, hidden: int, batch: int, steps: int, *extra: str) -> float:
+    """examples/s of a reference loop from trainer_baselines.py, in its own process; `extra`
+    may start with a `taskset` prefix (as `--cpu-list 0`) or give the optimizer."""
+    prefix = ["taskset", *extra[:2]] if extra[:1] == ("--cpu-list",) else []
+    rest = extra[2:] if prefix else extra
+    out = subprocess.run(
+        [*prefix, sys.executable, str(Path(__file__).with_name("trainer_baselines.py")),
+         kind, model, str(hidden), str(batch), str(steps), *rest],
+        capture_output=True, text=True, check=True, timeout=900,
+    ).stdout  # fmt: skip
+    return float(out.split()[-1])
+
+
+def print_table(title: str, head: tuple[str, ...], rows: list[tuple]) -> None:
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=True)]
+    print(f"\n{title}")
+    for row in [head, tuple("-" * w for w in widths), *rows]:
+        print(" | ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
 
 
 def main() -> None:
@@ -109,21 +140,7 @@ def main() -> None:
     ]:
         if a.only and a.only not in name:
             continue
-        out = subprocess.run(
-            [
-                sys.executable,
-                str(Path(__file__).with_name("trainer_baselines.py")),
-                kind,
-                str(a.hidden_units),
-                str(a.batch_size),
-                str(a.steps),
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=900,
-        ).stdout
-        eps = float(out.split()[-1])
+        eps = baseline(kind, "mlp", a.hidden_units, a.batch_size, a.steps)
         rows.append((name, f"{eps / a.batch_size:.0f}", f"{eps / 1000:.1f}k", "-", "-"))
     for name, replicas, extra, lead in MODES:
         if a.only and a.only not in name:
@@ -144,13 +161,11 @@ def main() -> None:
         )
         print(f"done: {name}", file=sys.stderr, flush=True)
     head = ("mode", "steps/s", "examples/s", "first step", "peak RSS per process (MiB)")
-    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=True)]
-    print(
-        f"\n784-{a.hidden_units}-10 MLP, batch {a.batch_size} per replica, {a.steps} steps, "
+    title = (
+        f"784-{a.hidden_units}-10 MLP, batch {a.batch_size} per replica, {a.steps} steps, "
         "synthetic data"
     )
-    for row in [head, tuple("-" * w for w in widths), *rows]:
-        print(" | ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
+    print_table(title, head, rows)
 
 
 if __name__ == "__main__":

@@ -55,7 +55,8 @@ class Job:
     Every task gets TFJOB_CHECKPOINT_DIR, as from a job's volume, unless `checkpoints` is
     False (a job without one). Tasks of the types in `unmounted` run in a mount namespace of
     their own where an empty tmpfs hides the checkpoint directory, as a pod without the volume
-    (root only)."""
+    (root only). `cpus` pins tasks by name (e.g. "worker-0": "0") to CPUs, with `taskset`, as a
+    pod's CPU limit gives it its own cores."""
 
     def __init__(
         self,
@@ -64,8 +65,10 @@ class Job:
         args: list[str],
         checkpoints: bool = True,
         unmounted: frozenset[str] = frozenset(),
+        cpus: dict[str, str] | None = None,
     ) -> None:
         self.workdir, self.args = workdir, args
+        self.cpus = cpus or {}
         self.checkpoint_dir = workdir / "checkpoints"
         self.checkpoints = checkpoints
         self.unmounted = unmounted
@@ -106,6 +109,8 @@ class Job:
             hide = 'mount -t tmpfs tmpfs "$0" && exec "$@"'
             argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", hide,
                     str(self.checkpoint_dir), *argv]  # fmt: skip
+        if name in self.cpus:
+            argv = ["taskset", "--cpu-list", self.cpus[name], *argv]
         with open(log, "wb") as out:
             popen = subprocess.Popen(
                 argv,

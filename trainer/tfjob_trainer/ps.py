@@ -134,7 +134,7 @@ def coordinate(
     loss = acc = 0.0
     started = time.perf_counter()
     while scheduled < opts.steps:
-        n = min(opts.steps_per_call, opts.steps - scheduled)
+        n = min(opts.per_call(one_device=False), opts.steps - scheduled)
         remote = coordinator.schedule(train_steps, args=(iterator, n))
         before, scheduled = scheduled, scheduled + n
         if scheduled // opts.log_every > before // opts.log_every or scheduled >= opts.steps:
