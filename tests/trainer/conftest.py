@@ -31,8 +31,9 @@ def make_job(tmp_path) -> Iterator[Callable[..., Job]]:
         *args: str,
         checkpoints: bool = True,
         unmounted: frozenset[str] = frozenset(),
+        cpus: dict[str, str] | None = None,
     ) -> Job:
-        job = Job(tmp_path, replicas, [*FAST, *args], checkpoints, unmounted)
+        job = Job(tmp_path, replicas, [*FAST, *args], checkpoints, unmounted, cpus)
         jobs.append(job)
         return job
 

@@ -64,6 +64,20 @@ def test_parameter_servers_need_no_checkpoint_volume(make_job):
     assert second["steps"] >= 40
 
 
+@pytest.mark.parametrize("model", ["mlp", "cnn"])
+def test_a_worker_on_one_cpu_trains(make_job, model):
+    """A worker pinned to one CPU, as a pod with an exclusive core is: with TensorFlow's
+    inter-op pool sized by its CPUs (one thread), its first closure hung forever."""
+    job = make_job(
+        {"chief": 1, "worker": 1, "ps": 1},
+        "--strategy", "parameter-server", "--model", model, "--steps", "20",
+        cpus={"worker-0": str(min(os.sched_getaffinity(0)))},
+    )  # fmt: skip
+    job.start_all()
+    result = job.wait("chief-0", 300).result()
+    assert result["steps"] >= 20
+
+
 def test_chief_finishes_when_a_worker_dies(make_job):
     job = make_job(PS, "--strategy", "parameter-server", "--steps", "300")
     job.start_all()

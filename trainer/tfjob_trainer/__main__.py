@@ -173,6 +173,9 @@ def run(opts: options.Options, task: config.Task | None, strategy: str) -> dict[
     # real node) before each started its own CPU-bound work.
     with clock.part("import"), _hidden("sklearn"):
         module = _strategy_module("evaluator" if evaluator else strategy)
+        from . import threads
+
+        threads.configure()  # before TensorFlow's first op
     with clock.part("data"):
         from . import data
 

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from . import STARTED, common, summaries
+from . import STARTED, common, summaries, threads
 from .config import Task
 from .data import IMAGE_BYTES, Files, read_test
 from .options import Options
@@ -48,7 +48,9 @@ def run(opts: Options, files: Files | None, task: Task) -> dict[str, Any] | None
     """Serve (ps: forever) or train this worker's replica; return the worker's summary."""
     v1.disable_eager_execution()
     cluster = tf.train.ClusterSpec(task.cluster)
-    server = v1.train.Server(cluster, job_name=task.type, task_index=task.index)
+    server = v1.train.Server(
+        cluster, job_name=task.type, task_index=task.index, config=threads.server_config()
+    )
     if task.type == "ps":
         log.info("ps %d serving on %s", task.index, server.target)
         serve_until_stopped(server)  # until the operator scales the ps down

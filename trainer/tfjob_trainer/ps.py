@@ -16,7 +16,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from . import TaskFailed, common
+from . import TaskFailed, common, threads
 from .config import Task
 from .data import Files
 from .options import Options
@@ -34,6 +34,7 @@ def run(opts: Options, files: Files | None, task: Task) -> dict[str, Any] | None
             job_name=task.type,
             task_index=task.index,
             protocol="grpc",
+            config=threads.server_config(),
             start=True,
         )
         log.info("%s %d serving on %s", task.type, task.index, server.target)

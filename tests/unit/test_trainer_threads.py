@@ -1,0 +1,30 @@
+"""A task pinned to one CPU still gets two inter-op threads (one hangs a PS worker)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tfjob_trainer import threads
+
+
+@pytest.fixture
+def cpus():
+    """Run the test pinned to the given CPUs, then put the affinity back."""
+    before = os.sched_getaffinity(0)
+    yield lambda wanted: os.sched_setaffinity(0, wanted)
+    os.sched_setaffinity(0, before)
+
+
+def test_one_cpu_gets_two_inter_op_threads(cpus):
+    cpus({min(os.sched_getaffinity(0))})
+    assert threads.inter_op_threads() == 2
+    assert threads.server_config().inter_op_parallelism_threads == 2
+
+
+def test_more_cpus_leave_tensorflow_its_own_choice(cpus):
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPUs")
+    assert threads.inter_op_threads() == 0
+    assert threads.server_config().inter_op_parallelism_threads == 0

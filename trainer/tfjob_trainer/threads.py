@@ -1,0 +1,32 @@
+"""TensorFlow's inter-op threads when a task may run on one CPU only.
+
+TensorFlow sizes its inter-op pool by the CPUs the process may run on. On one CPU (a pod with
+an exclusive core under the kubelet's static CPU manager, or `taskset`) that is a single
+thread, and a parameter-server worker then hangs in its first closure: the one thread blocks
+in a receive from the parameter server while the op that would complete it waits for a thread
+(seen with the CNN and a worker pinned to one core). Two threads are enough to go on.
+"""
+
+from __future__ import annotations
+
+import os
+
+import tensorflow as tf
+
+MIN_INTER_OP = 2
+
+
+def inter_op_threads() -> int:
+    """0 (TensorFlow's own choice, one per CPU) unless fewer than MIN_INTER_OP CPUs are ours."""
+    return 0 if len(os.sched_getaffinity(0)) >= MIN_INTER_OP else MIN_INTER_OP
+
+
+def configure() -> None:
+    """Set the eager context's pool; call before TensorFlow runs its first op."""
+    if inter_op_threads():
+        tf.config.threading.set_inter_op_parallelism_threads(inter_op_threads())
+
+
+def server_config() -> tf.compat.v1.ConfigProto:
+    """The ConfigProto a tf.distribute.Server or tf.compat.v1.train.Server should start with."""
+    return tf.compat.v1.ConfigProto(inter_op_parallelism_threads=inter_op_threads())
