@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 from tfjob_trainer import common, options, sync
+from tfjob_trainer.config import Task
 from tfjob_trainer.data import Files
 
 
@@ -49,9 +50,11 @@ def test_a_call_trains_n_steps_and_counts_them(files, model):
     optimizer = common.build_optimizer(opts, net)
     step = tf.Variable(4, dtype=tf.int64)
     before = [w.numpy().copy() for w in net.trainable_variables]
-    loop = sync.single_device_loop(
-        common.make_step_fn(net, optimizer, 8), step, common.MemoryBatches(files, 8), model
-    )
+    batches = common.MemoryBatches(files, 8)
+    loop = sync.memory_loop(
+        tf.distribute.get_strategy(), common.make_step_fn(net, optimizer, 8), step, batches,
+        jit=model in sync.XLA_MODELS,
+    )  # fmt: skip
     loss, accuracy = loop(tf.constant(3))
     assert int(step.numpy()) == 7 and int(optimizer.iterations.numpy()) == 3
     assert np.isfinite(float(loss)) and 0.0 <= float(accuracy) <= 1.0
@@ -68,3 +71,12 @@ def test_a_call_trains_n_steps_and_counts_them(files, model):
 )  # fmt: skip
 def test_steps_per_call(flag, one_device, expected):
     assert options.parse(flag).per_call(one_device) == expected
+
+
+def test_each_task_that_trains_has_a_seed_of_its_own():
+    cluster = {"chief": ["c:1"], "worker": ["w:1", "w:2"], "ps": ["p:1"]}
+    ranks = [
+        sync.trainer_rank(Task(cluster, t, i))
+        for t, i in [("chief", 0), ("worker", 0), ("worker", 1)]
+    ]
+    assert ranks == [0, 1, 2]
