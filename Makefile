@@ -53,8 +53,13 @@ generate: venv
 
 bench: setup
 	$(PY) benchmarks/create_jobs.py
+	$(PY) benchmarks/operator_scale.py --jobs 1000
 	$(PY) benchmarks/leader_handover.py
+	$(PY) benchmarks/trainer_scaling.py
+	$(PY) benchmarks/trainer.py
 	$(PY) benchmarks/real_node.py
+	$(PY) benchmarks/status_latency.py
+	$(PY) benchmarks/startup.py
 
 e2e: venv
 	bash tests/e2e/kind.sh
