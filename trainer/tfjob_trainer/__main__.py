@@ -169,7 +169,7 @@ def run(opts: options.Options, task: config.Task | None, strategy: str) -> dict[
     evaluator = task is not None and task.type == "evaluator"
     # TensorFlow's import and the data first, the wait for peers last: nothing before needs
     # the peers, and they appear meanwhile. Waiting first left every task idle for the DNS
-    # records of the others (3.8 s of the chief's 15 s to its first step, measured on the
+    # records of the others (3.4-5.6 s of the chief's 14 s to its first step, measured on the
     # real node) before each started its own CPU-bound work.
     with clock.part("import"), _hidden("sklearn"):
         module = _strategy_module("evaluator" if evaluator else strategy)
