@@ -15,6 +15,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import kubernetes
 
@@ -93,11 +94,13 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
-def run_operator(api, kubectl: Kubectl, operator: OperatorProcess, n: int, ns: str) -> dict:
+def create_at_once(
+    api: kubernetes.client.ApiClient, ns: str, n: int, prefix: str = "job", timeout: float = 600
+) -> tuple[list[str], dict[str, Any]]:
+    """n TFJobs from 8 client threads at once; when each job's children appeared."""
     custom = kubernetes.client.CustomObjectsApi(api)
-    kubectl("create", "namespace", ns)
     watch = ChildWatch(api, ns)
-    names = [f"job-{i:03d}" for i in range(n)]
+    names = [f"{prefix}-{i:04d}" for i in range(n)]
     created: dict[str, float] = {}
 
     def create(name: str) -> None:
@@ -109,11 +112,16 @@ def run_operator(api, kubectl: Kubectl, operator: OperatorProcess, n: int, ns: s
     start = time.monotonic()
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(create, names))
-    wait_for(lambda: watch.complete(names), 600, "all children", interval=0.05)
-    total = max(watch.done_at(j) for j in names) - start
+    wait_for(lambda: watch.complete(names), timeout, f"children of {n} jobs", interval=0.05)
     watch.stop()
     latencies = [watch.done_at(j) - created[j] for j in names]
-    return {"latencies": latencies, "total": total}
+    total = max(watch.done_at(j) for j in names) - start
+    return names, {"latencies": latencies, "total": total}
+
+
+def run_operator(api, kubectl: Kubectl, operator: OperatorProcess, n: int, ns: str) -> dict:
+    kubectl("create", "namespace", ns)
+    return create_at_once(api, ns, n)[1]
 
 
 def run_bare(api, kubectl: Kubectl, n: int, ns: str) -> dict:

@@ -37,10 +37,10 @@ import kubernetes
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
-from create_jobs import REPLICAS, ChildWatch, pct, rss_mb, run_bare  # noqa: E402
+from create_jobs import REPLICAS, create_at_once, pct, rss_mb, run_bare  # noqa: E402
 
 from tests.support.controlplane import AUDIT_EVERYTHING, ControlPlane, ensure_binaries  # noqa: E402
-from tests.support.jobs import container_status, tfjob  # noqa: E402
+from tests.support.jobs import container_status  # noqa: E402
 from tests.support.kube import Kubectl, wait_for  # noqa: E402
 from tests.support.operator import OperatorProcess  # noqa: E402
 from tests.support.sandbox import install_crd  # noqa: E402
@@ -113,31 +113,6 @@ class Sample:
         wall = time.monotonic() - self.t0
         cpu = cpu_seconds(self.pid) - self.cpu0
         return {"wall": wall, "cpu": cpu, "rss": rss, "peak": peak}
-
-
-def create_at_once(
-    api: kubernetes.client.ApiClient, ns: str, n: int, prefix: str
-) -> tuple[list[str], dict[str, Any]]:
-    """n TFJobs from 8 client threads at once; when each job's children appeared."""
-    custom = kubernetes.client.CustomObjectsApi(api)
-    watch = ChildWatch(api, ns)
-    names = [f"{prefix}-{i:04d}" for i in range(n)]
-    created: dict[str, float] = {}
-
-    def create(name: str) -> None:
-        body = tfjob(name=name, namespace=ns, replicas=REPLICAS)
-        body["metadata"].pop("uid")
-        custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
-        created[name] = time.monotonic()
-
-    start = time.monotonic()
-    with ThreadPoolExecutor(8) as pool:
-        list(pool.map(create, names))
-    wait_for(lambda: watch.complete(names), 1800, f"children of {n} jobs", interval=0.05)
-    watch.stop()
-    latencies = [watch.done_at(j) - created[j] for j in names]
-    total = max(watch.done_at(j) for j in names) - start
-    return names, {"latencies": latencies, "total": total}
 
 
 def states(custom: kubernetes.client.CustomObjectsApi, ns: str) -> Counter[str]:
@@ -259,9 +234,9 @@ def main() -> None:
                 kubectl("create", "namespace", ns)
             empty = Sample(pid).end()
             begin = audit.mark()
-            _, burst = create_at_once(api, "burst", args.burst, "b")
+            _, burst = create_at_once(api, "burst", args.burst, "b", timeout=1800)
             creating = Sample(pid)
-            _, scale = create_at_once(api, "scale", args.jobs, "job")
+            _, scale = create_at_once(api, "scale", args.jobs, "job", timeout=1800)
             created = creating.end()
             running = Sample(pid)
             report_pods(core, namespaces)
