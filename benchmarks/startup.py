@@ -7,7 +7,7 @@ first-hand, all on the host's wall clock:
 - the API, through watches: each pod's creation, its binding to the node, its container
   reported running;
 - the trainer, in its `start-up:` lines: when its process started, and how long it then spent
-  waiting for its peers' DNS records, preparing the data, importing TensorFlow, and until its
+  importing TensorFlow, preparing the data, waiting for its peers' DNS records, and until its
   first step.
 
 The cluster is what `make cluster` starts (tests/support/cluster.py). Needs root.
