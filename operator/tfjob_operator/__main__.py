@@ -11,6 +11,7 @@ from . import rbac
 from .config import LeaderElection, OperatorConfig
 from .gang import Gang, Scheduler
 from .leader import Timing, default_identity, default_namespace
+from .ratelimit import DEFAULT_BURST, DEFAULT_QPS
 
 LOG_FORMATS = ("plain", "full", "json")
 
@@ -105,6 +106,27 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="the pods' schedulerName (default: volcano, or scheduler-plugins-scheduler)",
     )
+    api = p.add_argument_group(
+        "API server load",
+        "Client-side rate limits of the operator's own API requests, with the flag names and "
+        "defaults of kube-controller-manager; a 429 is retried after its Retry-After.",
+    )
+    api.add_argument(
+        "--kube-api-qps",
+        type=float,
+        default=float(os.environ.get("TFJOB_KUBE_API_QPS", DEFAULT_QPS)),
+        metavar="QPS",
+        help="sustained requests per second; 0 turns the limit off "
+        "(env TFJOB_KUBE_API_QPS; default: %(default)s)",
+    )
+    api.add_argument(
+        "--kube-api-burst",
+        type=int,
+        default=int(os.environ.get("TFJOB_KUBE_API_BURST", DEFAULT_BURST)),
+        metavar="N",
+        help="requests allowed at once above the QPS (env TFJOB_KUBE_API_BURST; "
+        "default: %(default)s)",
+    )
     p.add_argument(
         "--log-level",
         choices=("debug", "info", "warning"),
@@ -148,6 +170,9 @@ def config_from(args: argparse.Namespace) -> OperatorConfig:
         metrics_port=args.metrics_port,
         gang=gang,
         leader_election=election,
+        namespaces=tuple(args.namespace),
+        api_qps=args.kube_api_qps,
+        api_burst=args.kube_api_burst,
     )
 
 
@@ -158,6 +183,8 @@ def main(argv: list[str] | None = None) -> None:
     if config.leader_election is not None:
         for problem in config.leader_election.timing.problems():
             parser.error(problem)
+    if config.api_burst < 1:
+        parser.error("--kube-api-burst must be at least 1")
     import kopf  # imported late so that --help stays fast
 
     from . import handlers  # noqa: F401  (registers the handlers)

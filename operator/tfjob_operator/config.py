@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from .gang import Gang
 from .leader import Timing
+from .ratelimit import DEFAULT_BURST, DEFAULT_QPS
 
 
 @dataclass(frozen=True)
@@ -24,3 +25,12 @@ class OperatorConfig:
     metrics_port: int = 0  # 0: no metrics endpoint
     gang: Gang | None = None  # None: the default scheduler, pod by pod
     leader_election: LeaderElection | None = None  # None: this replica always reconciles
+    namespaces: tuple[str, ...] = ()  # (): every namespace
+    api_qps: float = DEFAULT_QPS  # the client's sustained requests a second; <= 0: no limit
+    api_burst: int = DEFAULT_BURST  # requests let through at once before qps applies
+
+    @property
+    def exact_namespaces(self) -> bool:
+        """Watching named namespaces only (no glob, no negation): nothing cluster-wide is
+        needed, not even the list of namespaces."""
+        return bool(self.namespaces) and not any(c in ns for ns in self.namespaces for c in "*?[!")

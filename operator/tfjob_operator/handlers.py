@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import copy
+import dataclasses
 import logging
 import os
 from typing import Any
@@ -21,14 +21,29 @@ import kopf
 from . import metrics, naming, podtemplate
 from .api import GROUP, PLURAL, VERSION
 from .config import OperatorConfig
-from .kube import Kube, configure_client, uses_kubeconfig
+from .kube import STANDALONE_AGENT, Kube, configure_client, uses_kubeconfig
 from .leader import LeaderElector
 from .owned import observe_statefulset
 from .pods import observe
+from .projections import ChildChanges, job_record
+from .ratelimit import TokenBucket
 from .reconcile import Reconciler
 from .workqueue import WorkQueue
 
 OURS = {naming.LABEL_MANAGED_BY: naming.MANAGED_BY}
+# Sent with every watch and list of children: the API server filters, so another tenant's
+# objects never reach the operator.
+OURS_SELECTOR = f"{naming.LABEL_MANAGED_BY}={naming.MANAGED_BY}"
+# What the operator watches besides TFJobs: everything it owns that the rules read or that a
+# deletion must make again. (RBAC: list and watch.)
+OWNED = [
+    ("", "v1", "pods"),
+    ("apps", "v1", "statefulsets"),
+    ("", "v1", "services"),
+    ("", "v1", "persistentvolumeclaims"),
+]
+# Initial lists (at start, and after a watch expires) come in pages of this many objects.
+LIST_PAGE = 500
 LOST_LEASE_EXIT = 3  # the exit status of a replica that lost the leader Lease
 
 
@@ -37,24 +52,28 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: 
     """All kopf settings in one place, under our own API group; then, with leader election,
     the elector starts: until it holds the Lease, this replica watches and keeps its indexes
     warm but reconciles nothing."""
-    settings.persistence.finalizer = f"{GROUP}/finalizer"
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=GROUP, key="last-handled-configuration"
-    )
+    config: OperatorConfig = memo.config
     settings.posting.level = logging.WARNING  # events are ours to write, not log lines
     settings.watching.server_timeout = 270
     settings.watching.client_timeout = 300
+    settings.watching.chunk_size = LIST_PAGE
+    for resource in OWNED:
+        settings.watching.label_selectors[resource] = OURS_SELECTOR
+    # Named namespaces only: kopf neither lists namespaces nor watches CRDs, so the operator
+    # makes no cluster-wide request at all (and needs no ClusterRole).
+    settings.scanning.disabled = config.exact_namespaces
     settings.networking.request_timeout = 60
+    settings.networking.enforce_retry_after = True  # a 429's Retry-After, as the server asks
     configure_client()
-    if memo.config.metrics_port:
-        metrics.serve(memo.config.metrics_port)
+    if config.metrics_port:
+        metrics.serve(config.metrics_port)
     podtemplate.definitions()  # load Kubernetes' schema now, not in the first reconcile
-    config: OperatorConfig = memo.config
+    limiter = TokenBucket(config.api_qps, config.api_burst)
     election = config.leader_election
     memo.elector = None
+    memo.children = ChildChanges()
     if election is None:
-        kube = Kube()
+        kube = Kube(limiter=limiter)
     else:
         memo.elector = LeaderElector(
             election.namespace,
@@ -64,7 +83,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: 
             on_leading=lambda: _take_over(memo),
             on_lost=_exit_on_loss,
         )
-        kube = Kube(memo.elector.may_write, user_agent=memo.elector.user_agent)
+        kube = Kube(memo.elector.may_write, memo.elector.user_agent, limiter)
     memo.reconciler = Reconciler(kube, config.cluster_domain, gang=config.gang)
     _use_indexes(memo.reconciler, kwargs)
     memo.queue = WorkQueue(memo.reconciler)
@@ -83,6 +102,7 @@ def _take_over(memo: kopf.Memo) -> None:
     keys = list(memo.reconciler.jobs)
     if context is None:
         return  # no event yet, so no job known yet
+    memo.reconciler.start_first_pass()
     context.run(lambda: [memo.queue.schedule(key) for key in keys])
 
 
@@ -100,17 +120,35 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
         await memo.elector.stop()
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Connection(kopf.ConnectionInfo):
+    """kopf's connection, whose requests say who sends them as our own client's do: one user
+    agent for the whole operator (API Priority and Fairness and audit logs group by it)."""
+
+    user_agent: str = STANDALONE_AGENT
+
+    def as_http_headers(self) -> dict[str, str]:
+        return {**super().as_http_headers(), "User-Agent": self.user_agent}
+
+
 @kopf.on.login()
-def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+def login(memo: kopf.Memo, **kwargs: Any) -> kopf.ConnectionInfo | None:
     """$KUBECONFIG first, in-cluster second: the same order as `kube.configure_client`."""
     if uses_kubeconfig():
-        return kopf.login_with_kubeconfig(**kwargs)
-    return kopf.login_with_service_account(**kwargs)
+        info = kopf.login_with_kubeconfig(memo=memo, **kwargs)
+    else:
+        info = kopf.login_with_service_account(memo=memo, **kwargs)
+    if info is None:
+        return None
+    elector = memo.get("elector")
+    agent = elector.user_agent if elector is not None else STANDALONE_AGENT
+    fields = {f.name: getattr(info, f.name) for f in dataclasses.fields(info)}
+    return _Connection(**fields, user_agent=agent)
 
 
 @kopf.index(GROUP, VERSION, PLURAL)
 def tfjobs(body: kopf.Body, namespace: str, name: str, **_: Any) -> dict[Any, Any]:
-    return {(namespace, name): copy.deepcopy(dict(body))}
+    return {(namespace, name): job_record(body)}
 
 
 @kopf.index("pods", labels=OURS)
@@ -141,6 +179,8 @@ def _wake(memo: kopf.Memo, key: tuple[str, str], kwargs: dict[str, Any]) -> None
     _use_indexes(memo.reconciler, kwargs)
     if memo.get("handler_context") is None:
         memo.handler_context = contextvars.copy_context()
+        if _leading(memo):
+            memo.reconciler.start_first_pass()
     if _leading(memo):
         memo.queue.schedule(key)
 
@@ -152,30 +192,35 @@ async def job_event(type: str, namespace: str, name: str, memo: kopf.Memo, **kwa
     _wake(memo, (namespace, name), kwargs)
 
 
+# Children the rules read, by plural: the index that keeps their observations.
+OBSERVED = {"pods": "tfjob_pods", "statefulsets": "tfjob_statefulsets"}
+
+
 async def owned_event(
     type: str,
     namespace: str,
+    uid: str,
     labels: kopf.Labels,
     resource: kopf.Resource,
     memo: kopf.Memo,
     **kwargs: Any,
 ) -> None:
-    """Pods wake their job; a child deleted by someone else is recreated on that wake-up."""
+    """A child wakes its job when what the rules read of it changed; a child deleted by
+    someone else is recreated on that wake-up."""
     job = labels.get(naming.LABEL_JOB_NAME)
     if job is None:
         return
-    if type == "DELETED" and resource.plural != "pods":
-        memo.reconciler.forget_children((namespace, job))
-    _wake(memo, (namespace, job), kwargs)
+    key, deleted = (namespace, job), type == "DELETED"
+    if deleted and resource.plural != "pods":
+        memo.reconciler.forget_children(key)
+    index = kwargs.get(OBSERVED.get(resource.plural, ""))
+    observation = (
+        None if index is None else next((o for o in index.get(key, ()) if o.uid == uid), None)
+    )
+    if memo.children.changed(uid, observation, deleted):
+        _wake(memo, key, kwargs)
 
 
-# What the operator watches besides TFJobs: everything it owns. (RBAC: list and watch.)
-OWNED = [
-    ("", "v1", "pods"),
-    ("apps", "v1", "statefulsets"),
-    ("", "v1", "services"),
-    ("", "v1", "persistentvolumeclaims"),
-]
 for _group, _version, _plural in OWNED:
     kopf.on.event(_group, _version, _plural, labels=OURS, id=f"owned-{_plural}")(owned_event)
 

@@ -6,7 +6,9 @@ desired objects twice changes nothing, and a conflict with another writer cannot
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -14,6 +16,9 @@ import kubernetes
 
 from . import naming
 from .api import GROUP, PLURAL, VERSION
+from .ratelimit import MAX_RETRIES, TokenBucket, retry_after
+
+log = logging.getLogger(__name__)
 
 # Every write below, as (API group, resource, verb): the RBAC rules must grant exactly these
 # plus list/watch of what is watched (a test checks rbac.RULES against them).
@@ -66,6 +71,29 @@ def configure_client() -> None:
         kubernetes.config.load_incluster_config()
 
 
+class PoliteApiClient(kubernetes.client.ApiClient):
+    """An API client that waits its turn (the token bucket) before every request, and waits as
+    long as the API server asks when it answers 429 Too Many Requests (API Priority and
+    Fairness rejecting, or --max-requests-inflight), as client-go does."""
+
+    def __init__(self, limiter: TokenBucket | None = None) -> None:
+        super().__init__()
+        self.limiter = limiter
+
+    def call_api(self, *args: Any, **kwargs: Any) -> Any:
+        for attempt in range(MAX_RETRIES + 1):
+            if self.limiter is not None:
+                self.limiter.wait()
+            response = super().call_api(*args, **kwargs)
+            if response.status != 429 or attempt == MAX_RETRIES:
+                return response
+            response.read()  # drain it, so the connection goes back to the pool
+            wait = retry_after(response.headers.get("Retry-After"))
+            log.info("API server busy (429); retrying in %.0fs: %s %s", wait, args[0], args[1])
+            time.sleep(wait)
+        raise AssertionError("unreachable")
+
+
 class MissingAPI(Exception):
     """A kind the operator was told to use does not exist on this cluster: a setup error that
     heals once it is installed."""
@@ -83,10 +111,13 @@ class Kube:
     """
 
     def __init__(
-        self, may_write: Callable[[], bool] = lambda: True, user_agent: str | None = None
+        self,
+        may_write: Callable[[], bool] = lambda: True,
+        user_agent: str | None = None,
+        limiter: TokenBucket | None = None,
     ) -> None:
         self.may_write = may_write
-        client = kubernetes.client.ApiClient()
+        client = PoliteApiClient(limiter)
         client.user_agent = user_agent or STANDALONE_AGENT
         self.core = kubernetes.client.CoreV1Api(client)
         self.apps = kubernetes.client.AppsV1Api(client)

@@ -29,6 +29,10 @@ TRANSITIONS = Counter(
     ["reason"],
 )
 STATUS_WRITES = Counter("tfjob_operator_status_writes_total", "Status patches written.")
+FIRST_PASS_SECONDS = Gauge(
+    "tfjob_operator_first_pass_seconds",
+    "From a start (or a take-over of the Lease) until every TFJob known then was reconciled once.",
+)
 
 JOBS_CREATED = Counter(
     "tfjob_operator_jobs_created_total", "TFJobs the operator has taken on.", ["job_namespace"]

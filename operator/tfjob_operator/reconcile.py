@@ -27,6 +27,7 @@ from .kube import Kube, MissingAPI, NotLeader
 from .lifecycle import Decision, JobView, decide
 from .owned import StatefulSetObservation, lacking
 from .pods import PodObservation
+from .projections import job_record
 from .workqueue import RetryableError
 
 log = logging.getLogger(__name__)
@@ -96,6 +97,27 @@ class Reconciler:
     )
     # Each job's state as last written, for the jobs-by-state gauge.
     _states: dict[JobKey, str] = field(default_factory=dict)
+    # After a start or a take-over: the jobs not yet looked at, and since when.
+    _first_pass: tuple[set[JobKey], float] | None = None
+
+    def start_first_pass(self) -> None:
+        """Count the jobs known now until each has been reconciled once, then say how long
+        that took (`first_pass_done`)."""
+        self._first_pass = (set(self.jobs), time.monotonic())
+        if not self._first_pass[0]:
+            self._first_pass = None
+            metrics.FIRST_PASS_SECONDS.set(0.0)
+
+    def _looked_at(self, key: JobKey) -> None:
+        if self._first_pass is None:
+            return
+        left, since = self._first_pass
+        left.discard(key)
+        if not left:
+            self._first_pass = None
+            seconds = time.monotonic() - since
+            metrics.FIRST_PASS_SECONDS.set(seconds)
+            log.info("every TFJob known at the start looked at, in %.1fs", seconds)
 
     def states(self) -> list[tuple[str, str]]:
         """(namespace, state) of every job this replica reconciles (read at scrape time, from
@@ -143,6 +165,12 @@ class Reconciler:
     async def __call__(self, key: JobKey) -> float | None:
         if not self.kube.may_write():
             return None  # a standby, or a leader whose Lease has run out: not ours to touch
+        try:
+            return await self._timed(key)
+        finally:
+            self._looked_at(key)
+
+    async def _timed(self, key: JobKey) -> float | None:
         with metrics.RECONCILE_SECONDS.time():
             try:
                 delay = await self._reconcile(key)
@@ -284,7 +312,7 @@ class Reconciler:
             earlier = self._written.get(key)
             superseded = earlier[0] if earlier is not None and earlier[1] is body else frozenset()
             rv = body["metadata"].get("resourceVersion", "")
-            self._written[key] = (superseded | {rv}, result)
+            self._written[key] = (superseded | {rv}, job_record(result))
             metrics.STATUS_WRITES.inc()
             metrics.record(key[0], body.get("status") or {}, decision.status)
         self._states[key] = st.state(decision.status)

@@ -12,6 +12,7 @@ from tfjob_operator.api import TFJobStatus
 from tfjob_operator.lifecycle import Decision, JobView, decide
 from tfjob_operator.owned import StatefulSetObservation
 from tfjob_operator.pods import Stuck, observe
+from tfjob_operator.projections import job_record
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -35,7 +36,8 @@ class Run:
             for (kind, name), n in self.cluster.items()
             if kind == "StatefulSet"
         ]
-        view = JobView.from_body(self.body)
+        # The rules see what the operator keeps of a TFJob, as in the operator.
+        view = JobView.from_body(job_record(self.body))
         d = decide(view, obs, self.now, "cluster.local", statefulsets=sets, **inputs)
         self.body["status"] = d.status
         TFJobStatus.model_validate(d.status)  # what we write always fits the CRD schema

@@ -1,0 +1,73 @@
+"""What the operator keeps of each watched object, and which child events wake a job."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+
+from tests.support.jobs import pod, tfjob
+from tfjob_operator.lifecycle import JobView, decide
+from tfjob_operator.pods import observe
+from tfjob_operator.projections import JOB_METADATA, ChildChanges, job_record
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def stored(body: dict) -> dict:
+    """A TFJob as the API server returns it after `kubectl apply`: managedFields, kubectl's
+    copy of the whole spec, labels, and the rest of the metadata."""
+    body = copy.deepcopy(body)
+    body["metadata"].update(
+        {
+            "generation": 2,
+            "resourceVersion": "1234",
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+            "labels": {"team": "vision"},
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{...}" * 500},
+            "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}] * 5,
+        }
+    )
+    return body
+
+
+def test_a_job_record_keeps_identity_spec_and_status_only():
+    body = stored(tfjob(status={"conditions": []}))
+    kept = job_record(body)
+    assert set(kept) == {"apiVersion", "kind", "metadata", "spec", "status"}
+    assert set(kept["metadata"]) == {"name", "namespace", "uid", "generation", "resourceVersion"}
+    assert set(kept["metadata"]) <= set(JOB_METADATA)
+    assert kept["spec"] is body["spec"], "shared, not copied"
+    assert len(repr(kept)) * 5 < len(repr(body)), "kubectl's copy and managedFields are gone"
+
+
+def test_a_deleting_job_keeps_its_deletion_timestamp():
+    body = stored(tfjob())
+    body["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+    assert job_record(body)["metadata"]["deletionTimestamp"] == "2026-01-01T00:01:00Z"
+
+
+def test_the_rules_decide_the_same_on_the_record_as_on_the_whole_body():
+    body = stored(tfjob(replicas={"PS": 1, "Worker": 2}))
+    pods = [observe(pod("mnist", "ps", 0)), observe(pod("mnist", "worker", 0))]
+    whole = decide(JobView.from_body(body), pods, NOW, "cluster.local")
+    kept = decide(JobView.from_body(job_record(body)), pods, NOW, "cluster.local")
+    assert kept == whole
+
+
+def test_a_child_wakes_its_job_only_when_its_observation_changes():
+    changes = ChildChanges()
+    running = observe(pod("mnist", "worker", 0))
+    assert changes.changed("u1", running, deleted=False), "first sight"
+    assert not changes.changed("u1", observe(pod("mnist", "worker", 0))), "same again"
+    exited = observe(pod("mnist", "worker", 0, state="terminated", exit_code=1))
+    assert changes.changed("u1", exited, deleted=False)
+    assert changes.changed("u1", None, deleted=True), "a deletion always wakes"
+    assert len(changes) == 0, "and is forgotten"
+    assert changes.changed("u1", exited, deleted=False), "a new pod of the same uid is news"
+
+
+def test_children_the_rules_do_not_read_wake_only_when_deleted():
+    changes = ChildChanges()
+    assert not changes.changed("svc", None, deleted=False)
+    assert changes.changed("svc", None, deleted=True)
+    assert len(changes) == 0
