@@ -98,26 +98,29 @@ class Reconciler:
     # Each job's state as last written, for the jobs-by-state gauge.
     _states: dict[JobKey, str] = field(default_factory=dict)
     # After a start or a take-over: the jobs not yet looked at, and since when.
-    _first_pass: tuple[set[JobKey], float] | None = None
+    _first_pass: tuple[set[JobKey], float, int] | None = None
 
     def start_first_pass(self) -> None:
         """Count the jobs known now until each has been reconciled once, then say how long
         that took (`first_pass_done`)."""
-        self._first_pass = (set(self.jobs), time.monotonic())
-        if not self._first_pass[0]:
+        known = set(self.jobs)
+        self._first_pass = (known, time.monotonic(), len(known))
+        if not known:
             self._first_pass = None
             metrics.FIRST_PASS_SECONDS.set(0.0)
 
     def _looked_at(self, key: JobKey) -> None:
         if self._first_pass is None:
             return
-        left, since = self._first_pass
+        left, since, known = self._first_pass
         left.discard(key)
         if not left:
             self._first_pass = None
             seconds = time.monotonic() - since
             metrics.FIRST_PASS_SECONDS.set(seconds)
-            log.info("every TFJob known at the start looked at, in %.1fs", seconds)
+            log.info(
+                "first pass: all %d TFJobs known at the start looked at in %.2fs", known, seconds
+            )
 
     def states(self) -> list[tuple[str, str]]:
         """(namespace, state) of every job this replica reconciles (read at scrape time, from

@@ -1,6 +1,6 @@
 """The operator watching some namespaces only (`--namespace`, the chart's `watchNamespaces`), under
-exactly the RBAC the chart renders for that: a ClusterRole for the cluster-scoped reads and a
-Role in each watched namespace. It runs a job there and leaves jobs elsewhere alone."""
+exactly the RBAC the chart renders for that: a Role in each watched namespace and no ClusterRole.
+It runs a job there, leaves jobs elsewhere alone, and makes no cluster-wide request at all."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from tfjob_operator.api import GROUP, PLURAL, VERSION
 pytestmark = pytest.mark.integration
 
 RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+CHART_KINDS = {"ServiceAccount", "Role", "RoleBinding"}  # nothing cluster-wide
 RELEASE, RELEASE_NAMESPACE = "scoped", "tfjob-scoped"
 FULLNAME = f"{RELEASE}-tfjob-operator"
 
@@ -58,7 +59,7 @@ def test_namespaced_operator_runs_jobs_in_its_namespaces_only(
     kubectl, control_plane, apps, custom, kubelet, ns, other, operator, tmp_path
 ) -> None:
     objects = chart_rbac(ns)
-    assert {o["kind"] for o in objects} == RBAC_KINDS
+    assert {o["kind"] for o in objects} == CHART_KINDS
     roles = {
         (o["metadata"]["name"], o["metadata"]["namespace"]) for o in objects if o["kind"] == "Role"
     }
@@ -105,5 +106,16 @@ def test_namespaced_operator_runs_jobs_in_its_namespaces_only(
         )
         assert "status" not in job(other), job(other)
         assert apps.list_namespaced_stateful_set(other).items == []
-        denials = scoped.denials(f"system:serviceaccount:{RELEASE_NAMESPACE}:{account}")
+        user = f"system:serviceaccount:{RELEASE_NAMESPACE}:{account}"
+        denials = scoped.denials(user)
         assert denials == [], denials[:3]
+    requests = [e for e in control_plane.audit() if e["user"]["username"] == user]
+    assert {
+        (e.get("objectRef") or {}).get("resource") for e in requests if e["verb"] == "watch"
+    } >= {
+        "tfjobs",
+        "pods",
+        "statefulsets",
+    }
+    wide = [e["requestURI"] for e in requests if not (e.get("objectRef") or {}).get("namespace")]
+    assert wide == [], wide[:5]

@@ -1,9 +1,11 @@
 """What one TFJob's life costs in API requests, from the API server's audit log (every request
-of the operator carries its user agent): the counted writes from create to Succeeded, and none
-at all once the job has finished, while the operator goes on with other jobs."""
+of the operator carries its user agent): the counted writes from create to Succeeded, none at
+all once the job has finished, while the operator goes on with other jobs, and watches that let
+the API server filter out every object that is not ours."""
 
 from __future__ import annotations
 
+import urllib.parse
 from collections import Counter
 
 import pytest
@@ -11,11 +13,14 @@ import pytest
 from tests.integration.conftest import CHILD_WAIT, Job
 from tests.support.jobs import tfjob
 from tests.support.kube import Kubelet, wait_for
+from tests.support.operator import stepped_aside
 
 pytestmark = pytest.mark.integration
 
-# The operator's API client, and kopf's (watches, Events).
-OPERATOR_AGENTS = ("tfjob-operator/", "kopf/")
+# The operator's API client and kopf's (watches, Events) send one user agent.
+OPERATOR_AGENTS = ("tfjob-operator/",)
+OURS_SELECTOR = "app.kubernetes.io/managed-by=tfjob-operator"
+CHILDREN = {"pods", "statefulsets", "services", "persistentvolumeclaims"}
 EVENTS = {"TFJobCreated", "TFJobRunning", "TFJobSucceeded"}
 # PS=1, Worker=2, from create to Succeeded and scaled down: both children applied once, both
 # StatefulSets scaled to 0 once, one Event per transition. Status patches: Created, Running,
@@ -95,3 +100,89 @@ def test_a_finished_job_costs_no_request_while_the_operator_works(
     finally:
         kubectl("delete", "namespace", other, "--wait=false")
     assert requests(control_plane, job.ns) == quiet, "a finished job was touched while idle"
+
+
+def operator_reads(control_plane) -> list[tuple[str, str, dict[str, list[str]], str]]:
+    """Every client's lists and watches so far: (verb, resource, query, user agent)."""
+    reads = []
+    for e in control_plane.audit():
+        ref = e.get("objectRef") or {}
+        if e.get("verb") in ("list", "watch") and ref.get("resource"):
+            query = urllib.parse.parse_qs(urllib.parse.urlsplit(e["requestURI"]).query)
+            reads.append((e["verb"], ref["resource"], query, e.get("userAgent", "")))
+    return reads
+
+
+def test_every_watch_of_children_lets_the_api_server_filter(
+    job, kubelet, control_plane, operator, tmp_path
+):
+    """Another tenant's pods never cross the wire: every list and watch of a kind the operator
+    owns carries its label selector, TFJobs are the only unfiltered watch, initial lists come
+    in pages, and every request of the operator, kopf's too, says who sent it.
+
+    (The API server logs a watch once it ends: the operator runs a job and stops.)"""
+    with stepped_aside(operator, control_plane.kubeconfig, tmp_path / "operator.log"):
+        live_and_finish(job, kubelet, tfjob(replicas={"PS": 1, "Worker": 2}))
+    reads = operator_reads(control_plane)
+    ours = [(v, r, q) for v, r, q, agent in reads if agent.startswith(OPERATOR_AGENTS)]
+    watched = {r for v, r, _ in ours if v == "watch"}
+    assert watched >= CHILDREN | {"tfjobs"}, watched
+    assert not [a for *_, a in reads if a.startswith("kopf/")], "kopf's requests say they are ours"
+    for verb, resource, query in ours:
+        if resource in CHILDREN:
+            assert query.get("labelSelector") == [OURS_SELECTOR], (verb, resource, query)
+        elif resource == "tfjobs":
+            assert "labelSelector" not in query, (verb, resource, query)
+        if verb == "list" and resource in CHILDREN | {"tfjobs"}:
+            assert query.get("limit") == ["500"], (verb, resource, query)
+
+
+def operator_writes(control_plane, namespace: str) -> list[tuple[str, str, str]]:
+    """The operator's writes in one namespace so far: (verb, resource, object name)."""
+    return [
+        (e["verb"], what, (e.get("objectRef") or {}).get("name", ""))
+        for e in control_plane.audit()
+        if e.get("stage") == "ResponseComplete"
+        and e.get("userAgent", "").startswith(OPERATOR_AGENTS)
+        and (e.get("objectRef") or {}).get("namespace") == namespace
+        and e["verb"] in ("create", "update", "patch", "delete")
+        for what in [(e.get("objectRef") or {}).get("resource", "")]
+    ]
+
+
+def test_a_restart_writes_nothing_for_finished_jobs_and_makes_no_child_twice(
+    job, kubelet, control_plane, operator
+):
+    finished = [
+        live_and_finish(job, kubelet, tfjob(name=f"done-{i}", replicas={"PS": 1, "Worker": 2}))
+        for i in range(2)
+    ]
+    running = job.create(tfjob(name="busy", replicas={"Worker": 2}))
+    kubelet.run_all(job.wait_pods(running, 2))
+    job.wait_state(running, "Running")
+    children = {name: (job.statefulsets(name), job.services(name)) for name in [*finished, running]}
+    events = {name: sorted(job.events(name)) for name in finished}
+    before = len(operator_writes(control_plane, job.ns))
+
+    operator.kill()  # a crash: nothing kept in memory
+    operator.start()
+
+    def first_pass() -> str | None:
+        text = operator.log.read_text().rsplit("===== start #", 1)[1]
+        return "first pass: all 3 TFJobs known at the start looked at" in text and text
+
+    wait_for(first_pass, CHILD_WAIT, "the first pass over the known jobs reported")
+    # A change after the restart is still acted on: the running job succeeds.
+    kubelet.set(f"{running}-worker-0", state="terminated", exit_code=0)
+    job.wait_state(running, "Succeeded")
+
+    after = operator_writes(control_plane, job.ns)[before:]
+    touched = [w for w in after if any(w[2].startswith(f"{name}") for name in finished)]
+    assert touched == [], touched
+    assert not [w for w in after if w[0] == "create" and w[1] != "events"], after
+    for name in finished:
+        assert sorted(job.events(name)) == events[name], "no Event posted again"
+    for name, (sets, services) in children.items():
+        assert set(job.statefulsets(name)) == set(sets) and set(job.services(name)) == set(services)
+        uids = {s.metadata.uid for s in job.statefulsets(name).values()}
+        assert uids == {s.metadata.uid for s in sets.values()}, "the same children, not new ones"

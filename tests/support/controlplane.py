@@ -44,9 +44,10 @@ DEBIAN_ETCD = Path("/usr/bin/etcd")
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 LOG_TAIL_LINES = 40
-# The API server's audit log keeps every write to what the operator writes, and every read of
-# Events, with the client's user agent: evidence of which operator replica wrote what, and
-# when, and of how many requests a job costs.
+# The API server's audit log keeps every write to what the operator writes, every read of
+# Events, and every list and watch (with its selectors), with the client's user agent:
+# evidence of which operator replica wrote what, and when, of how many requests a job costs,
+# and of what each watch asks for.
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",
     "kind": "Policy",
@@ -64,6 +65,8 @@ AUDIT_POLICY = {
             ],
         },
         {"level": "Metadata", "verbs": ["get", "list"], "resources": [{"resources": ["events"]}]},
+        # Every list and watch, with its query: which selectors and pages each client sends.
+        {"level": "Metadata", "verbs": ["list", "watch"]},
         {"level": "None"},
     ],
 }

@@ -409,11 +409,9 @@ def test_service_monitor_is_off_by_default_and_scrapes_the_metrics_port(helm, re
     ]
 
 
-def test_watched_namespaces_get_a_role_each(renders):
+def test_watched_namespaces_get_a_role_each_and_nothing_cluster_wide(renders):
     docs = renders["custom"]
-    cluster = one(docs, "ClusterRole", FULLNAME)["rules"]
-    assert cluster == [r for r in rbac.RULES if is_cluster_scoped(r)]
-    assert one(docs, "ClusterRoleBinding", FULLNAME)["subjects"][0]["name"] == "tfjob-sa"
+    assert find(docs, "ClusterRole") == find(docs, "ClusterRoleBinding") == []
     namespaced = [r for r in rbac.RULES if not is_cluster_scoped(r)]
     for ns in CUSTOM["watchNamespaces"]:
         (role,) = [r for r in find(docs, "Role", FULLNAME) if r["metadata"]["namespace"] == ns]
