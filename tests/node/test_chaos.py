@@ -141,21 +141,18 @@ def test_oom_killed_worker_restarts_until_the_backoff_limit(
     assert worker["restartPolicy"] == "ExitCode"
     worker["template"]["spec"]["containers"][0]["resources"] = {"limits": {"memory": "48Mi"}}
     cluster.apply(job, namespace)
-    restarting = wait_for(
-        lambda: (
-            (s := cluster.tfjob_status("oom", namespace))
-            and s.get("replicaStatuses", {}).get("Worker", {}).get("restarts", 0) >= 1
-            and s
-        ),
-        POD_WAIT,
-        "the first OOM kill counted",
-    )
-    assert ("Failed", "True") not in conditions(restarting), restarting
+    # Asserted on the outcome, not on a moment: on a loaded machine both kills may come before
+    # the operator looks, so the Restarting state between them may never be seen.
     status = wait_ended(cluster, "oom", namespace, want="Failed", timeout=POD_WAIT)
     assert status["failure"]["exitCode"] == 137, status
     assert status["failure"]["reason"] == "OOMKilled", status
     assert status["failure"]["pod"] == "oom-worker-0", status
+    # The first kill was a restart, not the end: the job failed once the count passed
+    # backoffLimit 1 (at the second kill, or later if the operator saw several at once).
+    restarts = status["replicaStatuses"]["Worker"]["restarts"]
+    assert restarts >= 2, status
     message = status["conditions"][-1]["message"]
-    assert "exceed backoffLimit 1" in message and "OOMKilled" in message, message
+    assert f"{restarts} failure restarts exceed backoffLimit 1" in message, message
+    assert "OOMKilled" in message, message
     report("worker OOM-killed (48Mi limit)", 0, status["restarts"])
     assert_scaled_down(cluster, "oom", namespace)
