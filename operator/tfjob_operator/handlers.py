@@ -47,6 +47,15 @@ LIST_PAGE = 500
 LOST_LEASE_EXIT = 3  # the exit status of a replica that lost the leader Lease
 
 
+@dataclasses.dataclass
+class _Shared:
+    """What handlers write for each other. kopf hands each object's handlers a shallow copy of
+    the memo made when the object is first seen: a key set there is seen by no other object
+    (nor by the elector's callbacks), while an object that every copy holds is shared."""
+
+    handler_context: contextvars.Context | None = None  # the first handler's, for kopf.event
+
+
 @kopf.on.startup()
 async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any) -> None:
     """All kopf settings in one place, under our own API group; then, with leader election,
@@ -72,6 +81,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: 
     election = config.leader_election
     memo.elector = None
     memo.children = ChildChanges()
+    memo.shared = _Shared()
     if election is None:
         kube = Kube(limiter=limiter)
     else:
@@ -98,7 +108,7 @@ def _take_over(memo: kopf.Memo) -> None:
     The reconciles start in the context of a handler that ran (kopf's Event queue lives in
     context variables that only handlers have): started from the elector's own context, they
     could write a status but not post its Events."""
-    context = memo.get("handler_context")
+    context = memo.shared.handler_context
     keys = list(memo.reconciler.jobs)
     if context is None:
         return  # no event yet, so no job known yet
@@ -177,8 +187,8 @@ def _leading(memo: kopf.Memo) -> bool:
 
 def _wake(memo: kopf.Memo, key: tuple[str, str], kwargs: dict[str, Any]) -> None:
     _use_indexes(memo.reconciler, kwargs)
-    if memo.get("handler_context") is None:
-        memo.handler_context = contextvars.copy_context()
+    if memo.shared.handler_context is None:
+        memo.shared.handler_context = contextvars.copy_context()
         if _leading(memo):
             memo.reconciler.start_first_pass()
     if _leading(memo):

@@ -8,6 +8,7 @@ its identity in the user agent.
 from __future__ import annotations
 
 import contextlib
+import re
 import signal
 import subprocess
 import time
@@ -104,6 +105,7 @@ def history(status) -> list[tuple[str, str, str]]:
     return [(c["type"], c["status"], c["reason"]) for c in status["conditions"]]
 
 
+FIRST_PASS = re.compile(r"first pass: all [1-9]\d* TFJobs known at the start looked at")
 UNDISTURBED = [
     ("Created", "True", "TFJobCreated"),
     ("Running", "False", "TFJobRunning"),
@@ -137,6 +139,12 @@ def test_killed_leader_hands_over_within_the_lease_duration(
     handover = time.monotonic() - killed
     assert handover <= DURATION + 1.0, f"took {handover:.1f}s for a {DURATION}s Lease"
     assert replicas.lease(coordination)["lease_transitions"] == 1
+    # The new leader looks at every job it knows at once, not only when one of them changes.
+    wait_for(
+        lambda: FIRST_PASS.search(replicas.procs["op-b"].log.read_text()),
+        CHILD_WAIT,
+        "the new leader's first pass over the jobs it knows",
+    )
 
     kubelet.set("mnist-worker-0", state="terminated", exit_code=0)
     status = job.wait_state("mnist", "Succeeded", CHILD_WAIT)
