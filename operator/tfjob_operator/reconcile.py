@@ -8,6 +8,7 @@ against the stored status, and the decision itself depends only on what is obser
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import time
@@ -77,8 +78,9 @@ class Reconciler:
     jobs: Mapping[JobKey, Any] = field(default_factory=dict)  # kopf index: key -> [body]
     pods: Mapping[JobKey, Any] = field(default_factory=dict)  # kopf index: key -> [observation]
     statefulsets: Mapping[JobKey, Any] = field(default_factory=dict)  # kopf index: key -> [obs]
-    # What we last applied per job, so unchanged children are not re-sent on every pod event.
-    _applied: dict[JobKey, str] = field(default_factory=dict)
+    # A digest of what we last applied per job, so unchanged children are not re-sent on every
+    # pod event (the digest, not the children's JSON: kilobytes a job).
+    _applied: dict[JobKey, bytes] = field(default_factory=dict)
     # Our last status write per job: (the resourceVersions it supersedes, object it produced).
     # Until the watch delivers our own writes, the index holds one of the older objects.
     _written: dict[JobKey, tuple[frozenset[str], dict[str, Any]]] = field(default_factory=dict)
@@ -252,7 +254,9 @@ class Reconciler:
             gang=self.gang,
         )
 
-        fingerprint = json.dumps(decision.children, sort_keys=True)
+        fingerprint = hashlib.blake2b(
+            json.dumps(decision.children, sort_keys=True).encode(), digest_size=16
+        ).digest()
         if self._applied.get(key) != fingerprint:
             try:
                 await asyncio.to_thread(self._apply_all, decision.children)
