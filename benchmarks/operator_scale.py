@@ -49,8 +49,8 @@ from tfjob_operator import status as st  # noqa: E402
 from tfjob_operator.api import GROUP, PLURAL, VERSION  # noqa: E402
 
 PODS_PER_JOB = sum(REPLICAS.values())
-# The operator's own requests carry one of these user agents: its API client's, and kopf's
-# (watches, Events).
+# The operator's own requests, its API client's and kopf's (watches, Events), carry this user
+# agent (kopf's said `kopf/` before they were made one).
 OPERATOR_AGENTS = ("tfjob-operator/", "kopf/")
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -214,6 +214,12 @@ def main() -> None:
         help="run the operator package from this directory (another checkout's operator/), "
         "to measure two versions on equal terms",
     )
+    parser.add_argument(
+        "--kube-api-qps",
+        default="0",
+        help="the operator's client-side rate limit; the default 0 (none) measures the operator "
+        "itself, where the operator's own default (20) would measure the limit",
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="tfjob-scale-"))
     tools = ensure_tools()
@@ -223,7 +229,11 @@ def main() -> None:
         api = kubernetes.config.new_client_from_config(config_file=str(plane.kubeconfig))
         core, custom = kubernetes.client.CoreV1Api(api), kubernetes.client.CustomObjectsApi(api)
         audit = Audit(plane.audit_log)
-        operator = OperatorProcess(plane.kubeconfig, work / "operator.log", ["--log-level=info"])
+        # An older checkout (--operator-src) has no rate limit to turn off.
+        limit = [] if args.operator_src else [f"--kube-api-qps={args.kube_api_qps}"]
+        operator = OperatorProcess(
+            plane.kubeconfig, work / "operator.log", ["--log-level=info", *limit]
+        )
         if args.operator_src:
             operator.env["PYTHONPATH"] = str(args.operator_src.resolve())
         operator.start()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,14 +39,15 @@ def install_crd(kubectl: Kubectl) -> None:
 
 
 @contextlib.contextmanager
-def stack(workdir: Path) -> Iterator[Stack]:
-    """Control plane, CRD (applied with kubectl, as users do) and operator; all stopped after."""
+def stack(workdir: Path, operator_args: Sequence[str] = ()) -> Iterator[Stack]:
+    """Control plane, CRD (applied with kubectl, as users do) and operator (with
+    `operator_args`); all stopped after."""
     tools = ensure_tools()
     with ControlPlane(workdir / "plane", ensure_binaries()) as plane:
         kubectl = Kubectl(tools.kubectl, plane.kubeconfig)
         install_crd(kubectl)
         api = kubernetes.config.new_client_from_config(config_file=str(plane.kubeconfig))
-        operator = OperatorProcess(plane.kubeconfig, workdir / "operator.log")
+        operator = OperatorProcess(plane.kubeconfig, workdir / "operator.log", operator_args)
         operator.start()
         try:
             yield Stack(plane, kubectl, api, operator)
