@@ -47,6 +47,21 @@ LIST_PAGE = 500
 LOST_LEASE_EXIT = 3  # the exit status of a replica that lost the leader Lease
 
 
+class _NoDiffBase(kopf.DiffBaseStorage):
+    """No diff-base: kopf builds one (a deep copy of the whole body) on every event of every
+    watched object for its change handlers (on.create/update/...), and we have none. Without
+    one, kopf also stores no last-handled-configuration and clears no progress."""
+
+    def build(self, **_: Any) -> Any:
+        return None
+
+    def fetch(self, **_: Any) -> None:
+        return None
+
+    def store(self, **_: Any) -> None:
+        pass
+
+
 @dataclasses.dataclass
 class _Shared:
     """What handlers write for each other. kopf hands each object's handlers a shallow copy of
@@ -62,6 +77,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: 
     the elector starts: until it holds the Lease, this replica watches and keeps its indexes
     warm but reconciles nothing."""
     config: OperatorConfig = memo.config
+    settings.persistence.diffbase_storage = _NoDiffBase()
     settings.posting.level = logging.WARNING  # events are ours to write, not log lines
     settings.watching.server_timeout = 270
     settings.watching.client_timeout = 300
@@ -156,20 +172,22 @@ def login(memo: kopf.Memo, **kwargs: Any) -> kopf.ConnectionInfo | None:
     return _Connection(**fields, user_agent=agent)
 
 
+# Indexers are coroutines: kopf runs a plain function in a thread of its executor, a hop per
+# event that costs more than the function itself.
 @kopf.index(GROUP, VERSION, PLURAL)
-def tfjobs(body: kopf.Body, namespace: str, name: str, **_: Any) -> dict[Any, Any]:
+async def tfjobs(body: kopf.Body, namespace: str, name: str, **_: Any) -> dict[Any, Any]:
     return {(namespace, name): job_record(body)}
 
 
 @kopf.index("pods", labels=OURS)
-def tfjob_pods(body: kopf.Body, namespace: str, labels: kopf.Labels, **_: Any) -> Any:
+async def tfjob_pods(body: kopf.Body, namespace: str, labels: kopf.Labels, **_: Any) -> Any:
     obs = observe(dict(body))
     job = labels.get(naming.LABEL_JOB_NAME)
     return {(namespace, job): obs} if obs is not None and job else None
 
 
 @kopf.index("apps", "v1", "statefulsets", labels=OURS)
-def tfjob_statefulsets(body: kopf.Body, namespace: str, labels: kopf.Labels, **_: Any) -> Any:
+async def tfjob_statefulsets(body: kopf.Body, namespace: str, labels: kopf.Labels, **_: Any) -> Any:
     obs = observe_statefulset(dict(body))
     job = labels.get(naming.LABEL_JOB_NAME)
     return {(namespace, job): obs} if obs is not None and job else None
@@ -196,10 +214,18 @@ def _wake(memo: kopf.Memo, key: tuple[str, str], kwargs: dict[str, Any]) -> None
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
-async def job_event(type: str, namespace: str, name: str, memo: kopf.Memo, **kwargs: Any) -> None:
+async def job_event(
+    type: str, namespace: str, name: str, meta: kopf.Meta, memo: kopf.Memo, **kwargs: Any
+) -> None:
+    """A TFJob wakes itself, unless the event only brings back our own status write: the
+    reconcile that wrote it has seen everything that write says."""
+    key = (namespace, name)
     if type == "DELETED" and _leading(memo):
         metrics.JOBS_DELETED.labels(namespace).inc()
-    _wake(memo, (namespace, name), kwargs)
+    if type == "MODIFIED" and memo.reconciler.wrote(key, meta.get("resourceVersion")):
+        _use_indexes(memo.reconciler, kwargs)
+        return
+    _wake(memo, key, kwargs)
 
 
 # Children the rules read, by plural: the index that keeps their observations.
@@ -236,5 +262,5 @@ for _group, _version, _plural in OWNED:
 
 
 @kopf.on.probe(id="tfjobs")
-def count_jobs(tfjobs: Any, **_: Any) -> int:
+async def count_jobs(tfjobs: Any, **_: Any) -> int:
     return len(tfjobs)

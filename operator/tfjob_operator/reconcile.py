@@ -129,6 +129,15 @@ class Reconciler:
         another thread: one C-level copy of the dict)."""
         return [(key[0], state) for key, state in list(self._states.items())]
 
+    def wrote(self, key: JobKey, resource_version: str | None) -> bool:
+        """Whether this version of the job is the one our last status write produced."""
+        written = self._written.get(key)
+        return (
+            written is not None
+            and resource_version is not None
+            and written[1]["metadata"].get("resourceVersion") == resource_version
+        )
+
     def forget_children(self, key: JobKey) -> None:
         """A child was deleted behind our back: apply everything again next time."""
         self._applied.pop(key, None)

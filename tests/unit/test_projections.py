@@ -71,3 +71,15 @@ def test_children_the_rules_do_not_read_wake_only_when_deleted():
     assert not changes.changed("svc", None, deleted=False)
     assert changes.changed("svc", None, deleted=True)
     assert len(changes) == 0
+
+
+def test_kopf_has_no_change_handler_to_need_a_diff_base():
+    """The operator gives kopf no diff-base storage (`handlers._NoDiffBase`): right only while
+    it registers no change or spawning handler, which would need one."""
+    import kopf
+
+    from tfjob_operator import handlers  # noqa: F401  (registers the handlers)
+
+    registry = kopf.get_default_registry()
+    assert registry._changing.get_all_handlers() == []
+    assert registry._spawning.get_all_handlers() == []
