@@ -36,11 +36,12 @@ FROM python AS build
 WORKDIR /src
 RUN python -m venv /opt/venv
 COPY pyproject.toml ./
-# One requirements file per extra (with the base dependencies), and one for the build backend.
-RUN for extra in operator trainer; do \
-      python -c 'import sys, tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print(*p.get("dependencies", []), *p["optional-dependencies"][sys.argv[1]], sep="\n")' \
-        "$extra" > "requirements-$extra.txt" || exit 1; \
-    done \
+# The operator's requirements are the project's dependencies; the trainer's are its extra alone
+# (the trainer imports nothing of the operator's); and one file for the build backend.
+RUN python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print(*p["dependencies"], sep="\n")' \
+      > requirements-operator.txt \
+ && python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print(*p["optional-dependencies"]["trainer"], sep="\n")' \
+      > requirements-trainer.txt \
  && python -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"], sep="\n")' \
       > requirements-build.txt \
  && /opt/venv/bin/pip install --no-cache-dir -r requirements-build.txt
@@ -53,6 +54,7 @@ FROM build AS project
 COPY README.md ./
 COPY operator ./operator
 COPY trainer ./trainer
+COPY protocol ./protocol
 RUN /opt/venv/bin/pip install --no-cache-dir --no-deps --no-build-isolation \
       --no-warn-script-location --root /opt/project . \
  && test -x /opt/project/opt/venv/bin/tfjob-operator
@@ -137,7 +139,7 @@ LABEL org.opencontainers.image.title="tfjob-operator" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=project /opt/project/opt/venv/ /opt/venv/
 USER 65532:65532
-RUN python -c "import kopf, tfjob_operator.handlers; from tfjob_operator import podtemplate; podtemplate.definitions()" \
+RUN python -c "import kopf, tfjob_operator.controller.handlers; from tfjob_operator import podtemplate; podtemplate.definitions()" \
  && python -m tfjob_operator --help > /dev/null \
  && tfjob --help > /dev/null
 EXPOSE 8080

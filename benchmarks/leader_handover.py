@@ -21,13 +21,10 @@ from pathlib import Path
 
 import kubernetes
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from tests.support.kube import wait_for  # noqa: E402
-from tests.support.operator import OperatorProcess  # noqa: E402
-from tests.support.sandbox import stack  # noqa: E402
-from tfjob_operator.leader import Timing  # noqa: E402
+from tfjob_operator.controller.leader import Timing
+from tfjob_testbed.kube import wait_for
+from tfjob_testbed.operator import OperatorProcess
+from tfjob_testbed.sandbox import stack
 
 LEASE, NAMESPACE = "tfjob-operator-leader", "default"
 

@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -33,20 +32,16 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes
+from create_jobs import REPLICAS, create_at_once, pct, rss_mb, run_bare
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
-
-from create_jobs import REPLICAS, create_at_once, pct, rss_mb, run_bare  # noqa: E402
-
-from tests.support.controlplane import AUDIT_EVERYTHING, ControlPlane, ensure_binaries  # noqa: E402
-from tests.support.jobs import container_status  # noqa: E402
-from tests.support.kube import Kubectl, wait_for  # noqa: E402
-from tests.support.operator import OperatorProcess  # noqa: E402
-from tests.support.sandbox import install_crd  # noqa: E402
-from tests.support.tools import ensure_tools  # noqa: E402
-from tfjob_operator import status as st  # noqa: E402
-from tfjob_operator.api import GROUP, PLURAL, VERSION  # noqa: E402
+from tfjob_operator.api.spec import GROUP, PLURAL, VERSION
+from tfjob_operator.rules import status as st
+from tfjob_testbed.controlplane import AUDIT_EVERYTHING, ControlPlane, ensure_binaries
+from tfjob_testbed.jobs import container_status
+from tfjob_testbed.kube import Kubectl, wait_for
+from tfjob_testbed.operator import OperatorProcess
+from tfjob_testbed.sandbox import install_crd
+from tfjob_testbed.tools import ensure_tools
 
 PODS_PER_JOB = sum(REPLICAS.values())
 # The operator's own requests, its API client's and kopf's (watches, Events), carry this user

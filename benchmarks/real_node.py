@@ -1,7 +1,7 @@
 """mnist-ps on the real node: `kubectl apply` → first training step and → Succeeded, beside
 `tfjob run` of the same manifest, plus the time `make cluster` takes to come up.
 
-The cluster is what `make cluster` starts (tests/support/cluster.py): the images built from the
+The cluster is what `make cluster` starts (tfjob_testbed.cluster): the images built from the
 Dockerfile, containerd + kubelet + kube-scheduler + kube-proxy, the operator from its Helm chart
 in a pod. Needs root. Run: `python benchmarks/real_node.py --runs 3 --steps 300`.
 """
@@ -20,12 +20,9 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from tests.support.cluster import Cluster, running  # noqa: E402
-from tests.support.jobs import example  # noqa: E402
-from tfjob_operator.localrun import result_of  # noqa: E402
+from tfjob_protocol.result import parse_last
+from tfjob_testbed.cluster import Cluster, running
+from tfjob_testbed.jobs import example
 
 STEP = re.compile(r"^step \d+", re.MULTILINE)
 POLL = 0.1
@@ -113,7 +110,7 @@ def one_real_run(cluster: Cluster, extra: list[str]) -> dict[str, float]:
                 raise TimeoutError(f"{key} not reached in {DEADLINE}s")
             time.sleep(POLL)
         at[key] = time.monotonic() - t0
-    result = result_of(log)
+    result = parse_last(log)
     cluster.kubectl("delete", "namespace", ns, "--wait=false")
     at["test_accuracy"] = (result or {}).get("test_accuracy") or float("nan")
     return at
@@ -137,7 +134,7 @@ def one_local_run(workdir: Path, extra: list[str]) -> dict[str, float]:
     for line in proc.stdout:
         if "first_step" not in at and line.startswith("[chief-0] step "):
             at["first_step"] = time.monotonic() - t0
-        result = result_of(line.removeprefix("[chief-0] ")) if "[chief-0]" in line else None
+        result = parse_last(line.removeprefix("[chief-0] ")) if "[chief-0]" in line else None
         if result is not None:
             at["trainer_first_step"] = result.get("first_step_sec") or float("nan")
             at["test_accuracy"] = result.get("test_accuracy") or float("nan")

@@ -10,7 +10,7 @@ first-hand, all on the host's wall clock:
   importing TensorFlow, preparing the data, waiting for its peers' DNS records, and until its
   first step.
 
-The cluster is what `make cluster` starts (tests/support/cluster.py). Needs root.
+The cluster is what `make cluster` starts (tfjob_testbed.cluster). Needs root.
 Run: `python benchmarks/startup.py --runs 5`.
 """
 
@@ -19,20 +19,15 @@ from __future__ import annotations
 import argparse
 import re
 import subprocess
-import sys
 import threading
 import time
 import uuid
-from pathlib import Path
 
 import yaml
+from nodewatch import Marks, Watcher, print_table
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.nodewatch import Marks, Watcher, print_table  # noqa: E402
-from tests.support.cluster import Cluster, running  # noqa: E402
-from tests.support.jobs import example  # noqa: E402
+from tfjob_testbed.cluster import Cluster, running
+from tfjob_testbed.jobs import example
 
 JOB = "mnist-ps"
 PODS = [f"{JOB}-chief-0", f"{JOB}-ps-0", f"{JOB}-worker-0", f"{JOB}-worker-1"]

@@ -7,23 +7,19 @@ and TFJobs stamp when the exit became visible in the pod's status (the kubelet's
 the condition appeared (the operator's part). Jobs run one after another, so no job waits
 behind another.
 
-The cluster is what `make cluster` starts (tests/support/cluster.py). Needs root.
+The cluster is what `make cluster` starts (tfjob_testbed.cluster). Needs root.
 Run: `python benchmarks/status_latency.py --jobs 20`.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import uuid
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from nodewatch import Marks, Watcher, print_table
 
-from benchmarks.nodewatch import Marks, Watcher, print_table  # noqa: E402
-from tests.support.cluster import Cluster, running  # noqa: E402
+from tfjob_testbed.cluster import Cluster, running
 
 IMAGE = "tfjob-operator/trainer:0.1.0"
 DEADLINE = 120

@@ -15,10 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from tests.trainer.launcher import Job  # noqa: E402
+from tfjob_testbed.launcher import Job
 
 MODES: list[tuple[str, dict[str, int], list[str], str]] = [
     # (name, replicas, extra args, the task whose result line speaks for the job)

@@ -5,18 +5,15 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import kubernetes
 import pytest
 
-from tests.support.controlplane import ControlPlane, ensure_binaries
-from tests.support.kube import Kubectl, Kubelet, wait_for
-from tests.support.operator import OperatorProcess
-from tests.support.sandbox import install_crd
-from tests.support.tools import ensure_tools
-
-ROOT = Path(__file__).resolve().parents[1]
+from tfjob_testbed.controlplane import ControlPlane, ensure_binaries
+from tfjob_testbed.kube import Kubectl, Kubelet, wait_for
+from tfjob_testbed.operator import OperatorProcess
+from tfjob_testbed.sandbox import install_crd
+from tfjob_testbed.tools import ensure_tools
 
 pytestmark = pytest.mark.integration
 

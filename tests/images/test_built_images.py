@@ -1,7 +1,7 @@
 """The two images, built here by podman from the project's Dockerfile, and run.
 
 The unit tests read the Dockerfile; these run what it builds, on a local stand-in base (Debian's
-own Python 3.11, tests/support/images.py), with no network in the container: what a cluster
+own Python 3.11, tfjob_testbed.images), with no network in the container: what a cluster
 relies on (the user, the entrypoints, TensorFlow only in the trainer, MNIST baked in) is checked
 on the image itself. The first run builds for ~10 min (TensorFlow from PyPI); later runs reuse
 the cached layers and take seconds.
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import images
+from tfjob_testbed import images
 
 ROOT = Path(__file__).resolve().parents[2]
 

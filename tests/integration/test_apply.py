@@ -5,10 +5,10 @@ from __future__ import annotations
 import kubernetes
 import pytest
 
-from tests.support.jobs import tfjob
-from tfjob_operator.api import parse_spec
-from tfjob_operator.children import JobRef, desired_children
-from tfjob_operator.kube import Kube
+from tfjob_operator.api.spec import parse_spec
+from tfjob_operator.controller.client import Kube
+from tfjob_operator.rules.children import JobRef, desired_children
+from tfjob_testbed.jobs import tfjob
 
 pytestmark = pytest.mark.integration
 

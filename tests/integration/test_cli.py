@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import ROOT
-from tests.support.cli import cli_env, tfjob_cli
-from tests.support.jobs import tfjob
-from tests.support.kube import wait_for
+from tfjob_testbed.cli import cli_env, tfjob_cli
+from tfjob_testbed.jobs import tfjob
+from tfjob_testbed.kube import wait_for
+from tfjob_testbed.paths import ROOT
 
 pytestmark = pytest.mark.integration
 

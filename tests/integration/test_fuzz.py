@@ -35,10 +35,10 @@ import yaml
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
-from tests.conftest import ROOT
-from tests.support.kube import wait_for
-from tfjob_operator.api import GROUP, PLURAL, VERSION
-from tfjob_operator.lifecycle import INTERNAL_ERROR
+from tfjob_operator.api.spec import GROUP, PLURAL, VERSION
+from tfjob_operator.rules.lifecycle import INTERNAL_ERROR
+from tfjob_testbed.kube import wait_for
+from tfjob_testbed.paths import ROOT
 
 pytestmark = pytest.mark.integration
 

@@ -10,12 +10,12 @@ import json
 
 import pytest
 
-from tests.conftest import ROOT
-from tests.support.jobs import tfjob
-from tests.support.kube import wait_for
-from tests.support.operator import stepped_aside
-from tfjob_operator import status as st
-from tfjob_operator.gang import COSCHEDULING_LABEL, VOLCANO_GROUP_ANNOTATION, Scheduler
+from tfjob_operator.rules import status as st
+from tfjob_operator.rules.gang import COSCHEDULING_LABEL, VOLCANO_GROUP_ANNOTATION, Scheduler
+from tfjob_testbed.jobs import tfjob
+from tfjob_testbed.kube import wait_for
+from tfjob_testbed.operator import stepped_aside
+from tfjob_testbed.paths import ROOT
 
 pytestmark = pytest.mark.integration
 

@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.cli import tfjob_cli
-from tests.support.controlplane import ControlPlane, ensure_binaries
-from tests.support.kube import Kubectl, wait_for
-from tests.support.tools import ensure_tools
-from tfjob_operator import crd, rbac
+from tfjob_operator.api import crd, rbac
+from tfjob_testbed.cli import tfjob_cli
+from tfjob_testbed.controlplane import ControlPlane, ensure_binaries
+from tfjob_testbed.kube import Kubectl, wait_for
+from tfjob_testbed.tools import ensure_tools
 
 pytestmark = pytest.mark.integration
 

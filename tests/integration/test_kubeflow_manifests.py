@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import ROOT
-from tests.support.kube import wait_for
-from tfjob_operator.api import GROUP, PLURAL, VERSION
+from tfjob_operator.api.spec import GROUP, PLURAL, VERSION
+from tfjob_testbed.kube import wait_for
+from tfjob_testbed.paths import ROOT
 
 pytestmark = pytest.mark.integration
 

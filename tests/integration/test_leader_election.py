@@ -19,12 +19,12 @@ from pathlib import Path
 import kubernetes
 import pytest
 
-from tests.integration.conftest import CHILD_WAIT
-from tests.support.jobs import tfjob
-from tests.support.kube import wait_for
-from tests.support.operator import OperatorProcess
-from tfjob_operator import status as st
-from tfjob_operator.handlers import LOST_LEASE_EXIT
+from tests.integration.helpers import CHILD_WAIT
+from tfjob_operator.controller.handlers import LOST_LEASE_EXIT
+from tfjob_operator.rules import status as st
+from tfjob_testbed.jobs import tfjob
+from tfjob_testbed.kube import wait_for
+from tfjob_testbed.operator import OperatorProcess
 
 pytestmark = pytest.mark.integration
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.conftest import ROOT
-from tests.support.jobs import tfjob
-from tests.support.kube import service_account_kubeconfig, wait_for
-from tests.support.operator import stepped_aside
-from tfjob_operator import status as st
-from tfjob_operator.api import GROUP, PLURAL, VERSION
+from tfjob_operator.api.spec import GROUP, PLURAL, VERSION
+from tfjob_operator.rules import status as st
+from tfjob_testbed.jobs import tfjob
+from tfjob_testbed.kube import service_account_kubeconfig, wait_for
+from tfjob_testbed.operator import stepped_aside
+from tfjob_testbed.paths import ROOT
 
 pytestmark = pytest.mark.integration
 

@@ -8,9 +8,10 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.jobs import tfjob
-from tests.support.kube import wait_for
-from tests.support.operator import free_port, stepped_aside
+from tfjob_testbed.jobs import tfjob
+from tfjob_testbed.kube import wait_for
+from tfjob_testbed.operator import stepped_aside
+from tfjob_testbed.procs import free_port
 
 pytestmark = pytest.mark.integration
 

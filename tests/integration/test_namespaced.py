@@ -10,13 +10,13 @@ import uuid
 import pytest
 import yaml
 
-from tests.conftest import ROOT
-from tests.support.jobs import tfjob
-from tests.support.kube import service_account_kubeconfig, wait_for
-from tests.support.operator import stepped_aside
-from tests.support.tools import ensure_tools
-from tfjob_operator import status as st
-from tfjob_operator.api import GROUP, PLURAL, VERSION
+from tfjob_operator.api.spec import GROUP, PLURAL, VERSION
+from tfjob_operator.rules import status as st
+from tfjob_testbed.jobs import tfjob
+from tfjob_testbed.kube import service_account_kubeconfig, wait_for
+from tfjob_testbed.operator import stepped_aside
+from tfjob_testbed.paths import ROOT
+from tfjob_testbed.tools import ensure_tools
 
 pytestmark = pytest.mark.integration
 

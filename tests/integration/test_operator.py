@@ -10,10 +10,10 @@ import json
 
 import pytest
 
-from tests.integration.conftest import CHILD_WAIT, GC_WAIT
-from tests.support.jobs import tfjob
-from tests.support.kube import wait_for
-from tfjob_operator import status as st
+from tests.integration.helpers import CHILD_WAIT, GC_WAIT
+from tfjob_operator.rules import status as st
+from tfjob_testbed.jobs import tfjob
+from tfjob_testbed.kube import wait_for
 
 pytestmark = pytest.mark.integration
 

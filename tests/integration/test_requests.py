@@ -10,10 +10,10 @@ from collections import Counter
 
 import pytest
 
-from tests.integration.conftest import CHILD_WAIT, Job
-from tests.support.jobs import tfjob
-from tests.support.kube import Kubelet, wait_for
-from tests.support.operator import stepped_aside
+from tests.integration.helpers import CHILD_WAIT, Job
+from tfjob_testbed.jobs import tfjob
+from tfjob_testbed.kube import Kubelet, wait_for
+from tfjob_testbed.operator import stepped_aside
 
 pytestmark = pytest.mark.integration
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import node as node_mod
-from tests.support.cluster import Cluster, start
+from tfjob_testbed import node as node_mod
+from tfjob_testbed.cluster import Cluster, start
 
 pytestmark = pytest.mark.node
 

@@ -9,9 +9,9 @@ import subprocess
 import threading
 from typing import Any
 
-from tests.support.cluster import Cluster
-from tests.support.jobs import example
-from tests.support.kube import wait_for
+from tfjob_testbed.cluster import Cluster
+from tfjob_testbed.jobs import example
+from tfjob_testbed.kube import wait_for
 
 TRAIN_WAIT = 600  # a few hundred steps on 2 shared cores, plus TensorFlow's start-up
 POD_WAIT = 180

@@ -27,9 +27,9 @@ from tests.node.helpers import (
     pod,
     wait_ended,
 )
-from tests.support.cluster import Cluster
-from tests.support.kube import wait_for
-from tests.support.node import Node
+from tfjob_testbed.cluster import Cluster
+from tfjob_testbed.kube import wait_for
+from tfjob_testbed.node import Node
 
 pytestmark = pytest.mark.node
 UNDISTURBED = [("Created", "True"), ("Running", "False"), ("Succeeded", "True")]

@@ -3,14 +3,13 @@ installed by its Helm chart and running in a pod, the shipped examples applied w
 and the disturbances any cluster has (a pod deleted, the operator's pod replaced, a node
 cordoned). Everything here goes through kubectl, so it runs on kind too (tests/e2e/kind.sh).
 
-The node (tests/support/node.py) is containerd + runc, kubelet, kube-scheduler and kube-proxy,
+The node (tfjob_testbed.node) is containerd + runc, kubelet, kube-scheduler and kube-proxy,
 with a CNI bridge, cluster DNS and a volume provisioner; `make cluster` brings up the same.
 """
 
 from __future__ import annotations
 
 import re
-import socket
 import subprocess
 import time
 import urllib.request
@@ -37,10 +36,11 @@ from tests.node.helpers import (
     pod,
     wait_ended,
 )
-from tests.support.cluster import NAMESPACE, Cluster
-from tests.support.jobs import example
-from tests.support.kube import wait_for
-from tfjob_operator import naming
+from tfjob_operator.rules import naming
+from tfjob_testbed.cluster import NAMESPACE, Cluster
+from tfjob_testbed.jobs import example
+from tfjob_testbed.kube import wait_for
+from tfjob_testbed.procs import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "manifests" / "examples"
@@ -72,9 +72,7 @@ def holder_pod(identity: str) -> str:
 
 def scrape(cluster: Cluster, pod_name: str) -> str:
     """/metrics of one operator pod, through kubectl port-forward as a user would look."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     forward = subprocess.Popen(
         [str(cluster.tools.kubectl), "--kubeconfig", str(cluster.kubeconfig), "port-forward",
          "-n", NAMESPACE, f"pod/{pod_name}", f"{port}:metrics"],

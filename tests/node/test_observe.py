@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -25,9 +24,11 @@ from tests.node.helpers import (
     pod,
     wait_ended,
 )
-from tests.support.cli import ROOT, cli_env, tfjob_cli
-from tests.support.cluster import Cluster
-from tests.support.kube import wait_for
+from tfjob_testbed.cli import cli_env, tfjob_cli
+from tfjob_testbed.cluster import Cluster
+from tfjob_testbed.kube import wait_for
+from tfjob_testbed.paths import ROOT
+from tfjob_testbed.procs import free_port
 
 pytestmark = pytest.mark.node
 
@@ -75,9 +76,7 @@ def test_submit_follow_of_a_failing_job_exits_non_zero_with_the_reason(
 @contextmanager
 def forwarded(cluster: Cluster, namespace: str, target: str) -> Iterator[str]:
     """`kubectl port-forward` to `target` port 6006; yields the local base URL."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc = subprocess.Popen(
         [str(cluster.tools.kubectl), "--kubeconfig", str(cluster.kubeconfig), "port-forward",
          "-n", namespace, target, f"{port}:6006"],

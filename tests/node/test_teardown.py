@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.node.helpers import POD_WAIT
-from tests.support import node as node_mod
-from tests.support.cluster import NAMESPACE, Cluster
-from tests.support.kube import wait_for
+from tfjob_testbed import node as node_mod
+from tfjob_testbed.cluster import NAMESPACE, Cluster
+from tfjob_testbed.kube import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_UP = "A one-node cluster is up"  # what `make cluster` prints once it is
@@ -37,7 +37,7 @@ def _make_cluster() -> tuple[subprocess.Popen[str], list[str]]:
     """`make cluster` as a person runs it, its output collected line by line; returns once it
     says the cluster is up."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.cluster", "up"],
+        [sys.executable, "-m", "tfjob_testbed.cluster", "up"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     lines: list[str] = []
@@ -72,7 +72,7 @@ def test_teardown_leaves_nothing_and_make_cluster_comes_up_again(node: node_mod.
                 proc.send_signal(signal.SIGHUP)
             else:
                 down = subprocess.run(
-                    [sys.executable, "-m", "tests.support.cluster", "down"],
+                    [sys.executable, "-m", "tfjob_testbed.cluster", "down"],
                     cwd=ROOT, capture_output=True, text=True, timeout=300,
                 )  # fmt: skip
                 assert down.returncode == 0, down.stdout + down.stderr

@@ -6,20 +6,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from tests.trainer.launcher import Job
-
-FAST = [
-    "--dataset",
-    "digits",
-    "--batch-size",
-    "32",
-    "--log-every",
-    "20",
-    "--checkpoint-every",
-    "20",
-    "--peer-timeout",
-    "60",
-]
+from tfjob_testbed.launcher import FAST, Job
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ from pathlib import Path
 import tensorflow as tf
 import yaml
 
-from tests.support.jobs import tfjob
-from tests.trainer.launcher import ROOT
+from tfjob_testbed.jobs import tfjob
+from tfjob_testbed.paths import ROOT
 
 TRAIN = ["--dataset=digits", "--batch-size=32", "--log-every=20"]
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 
-from tests.trainer.conftest import FAST
-from tfjob_operator.localrun import result_of
+from tfjob_protocol.result import parse_last
+from tfjob_testbed.launcher import FAST
 
 WARNING = re.compile(
     r"WARNING no checkpoint directory \(--checkpoint-dir or TFJOB_CHECKPOINT_DIR\): "
@@ -75,7 +75,7 @@ def test_one_process_trains_and_says_it_cannot_resume(scratch, tmp_path, export)
         cwd=cwd,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    result = result_of(proc.stdout)
+    result = parse_last(proc.stdout)
     assert result is not None and result["strategy"] == "mirrored" and result["steps"] == 20
     if export:
         where = scratch(proc.stderr, "checkpoints and TensorBoard logs")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.jobs import tfjob
-from tfjob_operator.api import ReplicaType, RestartPolicy, SpecError, parse_spec
+from tfjob_operator.api.spec import ReplicaType, RestartPolicy, SpecError, parse_spec
+from tfjob_testbed.jobs import tfjob
 
 
 def spec_with(**changes):

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import kopf
 import pytest
 
-import tfjob_operator.handlers  # noqa: F401 (registers the handlers)
-from tfjob_operator.kube import newest_messages
+import tfjob_operator.controller.handlers  # noqa: F401 (registers the handlers)
+from tfjob_operator.controller.client import newest_messages
 
 EARLY, LATE = datetime(2026, 1, 1, 12, 0, tzinfo=UTC), datetime(2026, 1, 1, 12, 5, tzinfo=UTC)
 PS, WORKER, OLD_WORKER = ("j-ps", "u1"), ("j-worker", "u2"), ("j-worker", "u0")

@@ -14,9 +14,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.support.tools import ensure_tools
-from tfjob_operator import crd, rbac
-from tfjob_operator.__main__ import build_parser
+from tfjob_operator.api import crd, rbac
+from tfjob_operator.controller.main import build_parser
+from tfjob_testbed.tools import ensure_tools
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "tfjob-operator"

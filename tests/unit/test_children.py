@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.jobs import template, tfjob
-from tfjob_operator import tfconfig
-from tfjob_operator.api import ReplicaType as RT
-from tfjob_operator.api import parse_spec
-from tfjob_operator.children import JobRef, check_additions, desired_children
+from tfjob_operator.api.spec import ReplicaType as RT
+from tfjob_operator.api.spec import parse_spec
+from tfjob_operator.rules import tfconfig
+from tfjob_operator.rules.children import JobRef, check_additions, desired_children
+from tfjob_testbed.jobs import template, tfjob
 
 JOB = JobRef("mnist", "ml", "uid-1")
 OWNER = {

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import yaml
 
-from tfjob_operator import crd, render
+from tfjob_operator.api import crd
+from tfjob_operator.render import manifests as render
 
 ROOT = Path(__file__).resolve().parents[2]
 

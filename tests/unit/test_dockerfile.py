@@ -225,10 +225,7 @@ def test_every_pip_install_skips_the_cache() -> None:
 
 def test_operator_image_has_no_tensorflow() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    operator_deps = [
-        *project.get("dependencies", []),
-        *project["optional-dependencies"]["operator"],
-    ]
+    operator_deps = project["dependencies"]
     assert not [d for d in operator_deps if "tensorflow" in d.lower()]
     for stage in lineage("operator"):
         for instruction, value in stage.instructions:
@@ -272,7 +269,7 @@ def test_entrypoint_runs(target: str, module: str) -> None:
 
 
 def test_operator_default_args_parse() -> None:
-    from tfjob_operator.__main__ import build_parser
+    from tfjob_operator.controller.main import build_parser
 
     cmd = [c for s in from_chain("operator") for c in reversed(s.values("CMD"))]
     args = build_parser().parse_args(json.loads(cmd[0]))

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tfjob_operator import naming, tfconfig
-from tfjob_operator.api import parse_spec
-from tfjob_operator.children import JobRef, cluster_for, desired_children
+from tfjob_operator.api.spec import parse_spec
+from tfjob_operator.rules import naming, tfconfig
+from tfjob_operator.rules.children import JobRef, cluster_for, desired_children
 from tfjob_trainer import config, options
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.jobs import template, tfjob
-from tfjob_operator.api import SpecError, parse_spec
-from tfjob_operator.children import JobRef, desired_children
-from tfjob_operator.gang import (
+from tfjob_operator.api.spec import SpecError, parse_spec
+from tfjob_operator.rules.children import JobRef, desired_children
+from tfjob_operator.rules.gang import (
     COSCHEDULING_LABEL,
     VOLCANO_GROUP_ANNOTATION,
     Gang,
@@ -19,6 +18,7 @@ from tfjob_operator.gang import (
     min_resources,
     pod_group,
 )
+from tfjob_testbed.jobs import template, tfjob
 
 JOB = JobRef("mnist", "team-a", "uid-1")
 VOLCANO = Gang(Scheduler.VOLCANO)

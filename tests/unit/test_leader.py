@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tfjob_operator.leader import Timing, claim, expiry, format_time, parse_time, release
+from tfjob_operator.controller.leader import Timing, claim, expiry, format_time, parse_time, release
 
 NOW = datetime(2026, 11, 24, 12, 0, 0, 500000, tzinfo=UTC)
 ME, OTHER = "op-a_1234", "op-b_5678"
@@ -86,7 +86,7 @@ def run_elector(attempts, timing=FAST, deadline=5.0):
     the last one repeated); return (events, elector)."""
     import asyncio
 
-    from tfjob_operator.leader import LeaderElector
+    from tfjob_operator.controller.leader import LeaderElector
 
     events: list[str] = []
     elector = LeaderElector(

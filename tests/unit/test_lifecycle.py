@@ -6,13 +6,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tests.support.jobs import pod, tfjob
-from tfjob_operator import status as st
-from tfjob_operator.api import TFJobStatus
-from tfjob_operator.lifecycle import Decision, JobView, decide
-from tfjob_operator.owned import StatefulSetObservation
-from tfjob_operator.pods import Stuck, observe
-from tfjob_operator.projections import job_record
+from tfjob_operator.api.spec import TFJobStatus
+from tfjob_operator.controller.projections import job_record
+from tfjob_operator.rules import status as st
+from tfjob_operator.rules.lifecycle import Decision, JobView, decide
+from tfjob_operator.rules.pods import Stuck, observe
+from tfjob_operator.rules.statefulsets import StatefulSetObservation
+from tfjob_testbed.jobs import pod, tfjob
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -596,7 +596,7 @@ def test_pods_a_statefulset_cannot_create_are_waiting_with_kubernetes_message():
 
 
 def test_a_spec_that_breaks_our_own_code_is_invalid_not_a_crash(monkeypatch):
-    from tfjob_operator import lifecycle
+    from tfjob_operator.rules import lifecycle
 
     def broken(*_args, **_kw):
         raise KeyError("containers")

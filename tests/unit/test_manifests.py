@@ -9,7 +9,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tfjob_operator.__main__ import build_parser
+from tfjob_operator.controller.main import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = ["crd.yaml", "operator.yaml", "rbac.yaml"]

@@ -1,7 +1,7 @@
 import pytest
 
-from tfjob_operator import naming
-from tfjob_operator.api import ReplicaType as RT
+from tfjob_operator.api.spec import ReplicaType as RT
+from tfjob_operator.rules import naming
 
 
 @pytest.mark.parametrize(

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from tests.support.jobs import pod
-from tfjob_operator.owned import StatefulSetObservation, lacking, observe_statefulset
-from tfjob_operator.pods import observe
+from tfjob_operator.rules.pods import observe
+from tfjob_operator.rules.statefulsets import StatefulSetObservation, lacking, observe_statefulset
+from tfjob_testbed.jobs import pod
 
 OURS = {"tfjob.dev/job-name": "mnist", "app.kubernetes.io/managed-by": "tfjob-operator"}
 

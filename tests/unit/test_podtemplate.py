@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tfjob_operator import podtemplate
+from tfjob_operator.api import podtemplate
 
 BASE = "spec.tfReplicaSpecs.Worker.template"
 

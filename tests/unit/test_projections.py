@@ -5,10 +5,10 @@ from __future__ import annotations
 import copy
 from datetime import UTC, datetime
 
-from tests.support.jobs import pod, tfjob
-from tfjob_operator.lifecycle import JobView, decide
-from tfjob_operator.pods import observe
-from tfjob_operator.projections import JOB_METADATA, ChildChanges, job_record
+from tfjob_operator.controller.projections import JOB_METADATA, ChildChanges, job_record
+from tfjob_operator.rules.lifecycle import JobView, decide
+from tfjob_operator.rules.pods import observe
+from tfjob_testbed.jobs import pod, tfjob
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -78,7 +78,7 @@ def test_kopf_has_no_change_handler_to_need_a_diff_base():
     it registers no change or spawning handler, which would need one."""
     import kopf
 
-    from tfjob_operator import handlers  # noqa: F401  (registers the handlers)
+    from tfjob_operator.controller import handlers  # noqa: F401  (registers the handlers)
 
     registry = kopf.get_default_registry()
     assert registry._changing.get_all_handlers() == []

@@ -12,9 +12,9 @@ from typing import ClassVar
 import kubernetes
 import pytest
 
-from tfjob_operator import ratelimit
-from tfjob_operator.kube import PoliteApiClient
-from tfjob_operator.ratelimit import TokenBucket, retry_after
+from tfjob_operator.controller import ratelimit
+from tfjob_operator.controller.client import PoliteApiClient
+from tfjob_operator.controller.ratelimit import TokenBucket, retry_after
 
 
 class Clock:
@@ -139,7 +139,7 @@ def test_a_429_is_retried_after_its_retry_after(busy_server):
 
 def test_a_429_that_lasts_reaches_the_caller(busy_server, monkeypatch):
     monkeypatch.setattr(ratelimit, "MAX_RETRIES", 2)
-    monkeypatch.setattr("tfjob_operator.kube.MAX_RETRIES", 2)
+    monkeypatch.setattr("tfjob_operator.controller.client.MAX_RETRIES", 2)
     Busy.busy, Busy.seen = 100, []
     with pytest.raises(kubernetes.client.ApiException) as refused:
         create(client(busy_server))

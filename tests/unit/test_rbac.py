@@ -3,8 +3,10 @@ on the real API server: tests/integration/test_manifests.py runs a job as the Se
 
 from __future__ import annotations
 
-from tfjob_operator import handlers, kube, rbac
-from tfjob_operator.api import GROUP, PLURAL
+from tfjob_operator.api import rbac
+from tfjob_operator.api.spec import GROUP, PLURAL
+from tfjob_operator.controller import client as kube
+from tfjob_operator.controller import handlers
 
 # What kopf itself needs: posting events, discovering the CRD, following namespace globs;
 # and what blockOwnerDeletion needs where OwnerReferencesPermissionEnforcement is on.

@@ -8,7 +8,7 @@ import json
 import kubernetes
 import pytest
 
-from tfjob_operator.reconcile import is_terminal
+from tfjob_operator.controller.reconcile import is_terminal
 
 
 def api_error(status: int, message: str) -> kubernetes.client.ApiException:

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tfjob_operator import status as st
+from tfjob_operator.rules import status as st
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

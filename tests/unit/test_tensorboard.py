@@ -7,13 +7,13 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tests.support.jobs import pod, tfjob
-from tfjob_operator import naming
-from tfjob_operator.api import SpecError, TFJobStatus, parse_spec
-from tfjob_operator.children import JobRef
-from tfjob_operator.lifecycle import JobView, decide
-from tfjob_operator.pods import observe
-from tfjob_operator.tensorboard import children
+from tfjob_operator.api.spec import SpecError, TFJobStatus, parse_spec
+from tfjob_operator.rules import naming
+from tfjob_operator.rules.children import JobRef
+from tfjob_operator.rules.lifecycle import JobView, decide
+from tfjob_operator.rules.pods import observe
+from tfjob_operator.rules.tensorboard import children
+from tfjob_testbed.jobs import pod, tfjob
 
 JOB = JobRef("mnist", "team-a", "uid-1")
 NOW = datetime(2026, 11, 24, tzinfo=UTC)

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from tfjob_operator import tfconfig
-from tfjob_operator.api import ReplicaType as RT
+from tfjob_operator.api.spec import ReplicaType as RT
+from tfjob_operator.rules import tfconfig
 
 
 def addr(job, rt, i, ns="ns", domain="cluster.local", port=2222):

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from tfjob_operator import tfconfig
-from tfjob_operator.api import ReplicaType as RT
+from tfjob_operator.api.spec import ReplicaType as RT
+from tfjob_operator.rules import tfconfig
 from tfjob_trainer import config
 from tfjob_trainer.config import ConfigError
 

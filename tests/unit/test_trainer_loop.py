@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfjob_trainer import common, options, sync
+from tfjob_trainer import inputs, model, options, steps, sync
 from tfjob_trainer.config import Task
 from tfjob_trainer.data import Files
 
@@ -30,7 +30,7 @@ def examples(batch: tuple[tf.Tensor, tf.Tensor]) -> tuple[list[int], list[int]]:
 
 
 def test_a_batch_depends_on_its_step_alone(files):
-    first, again = common.MemoryBatches(files, 8), common.MemoryBatches(files, 8)
+    first, again = inputs.MemoryBatches(files, 8), inputs.MemoryBatches(files, 8)
     ids, labels = examples(first(tf.constant(5, tf.int64)))
     assert examples(again(tf.constant(5, tf.int64))) == (ids, labels)  # a restart sees the same
     assert examples(first(tf.constant(6, tf.int64)))[0] != ids
@@ -39,21 +39,21 @@ def test_a_batch_depends_on_its_step_alone(files):
 
 
 def test_images_are_scaled_to_the_unit_interval(files):
-    x, _ = common.MemoryBatches(files, 50)(tf.constant(0, tf.int64))
+    x, _ = inputs.MemoryBatches(files, 50)(tf.constant(0, tf.int64))
     assert x.dtype == tf.float32 and 0.0 <= float(tf.reduce_min(x)) <= float(tf.reduce_max(x)) <= 1
 
 
-@pytest.mark.parametrize("model", ["mlp", "cnn"])
-def test_a_call_trains_n_steps_and_counts_them(files, model):
-    opts = options.parse(["--model", model, "--hidden-units", "16"])
-    net = common.build_model(model, 16)
-    optimizer = common.build_optimizer(opts, net)
+@pytest.mark.parametrize("kind", ["mlp", "cnn"])
+def test_a_call_trains_n_steps_and_counts_them(files, kind):
+    opts = options.parse(["--model", kind, "--hidden-units", "16"])
+    net = model.build_model(kind, 16)
+    optimizer = model.build_optimizer(opts, net)
     step = tf.Variable(4, dtype=tf.int64)
     before = [w.numpy().copy() for w in net.trainable_variables]
-    batches = common.MemoryBatches(files, 8)
+    batches = inputs.MemoryBatches(files, 8)
     loop = sync.memory_loop(
-        tf.distribute.get_strategy(), common.make_step_fn(net, optimizer, 8), step, batches,
-        jit=model in sync.XLA_MODELS,
+        tf.distribute.get_strategy(), steps.make_step_fn(net, optimizer, 8), step, batches,
+        jit=kind in sync.XLA_MODELS,
     )  # fmt: skip
     loss, accuracy = loop(tf.constant(3))
     assert int(step.numpy()) == 7 and int(optimizer.iterations.numpy()) == 3
@@ -75,8 +75,9 @@ def test_steps_per_call(flag, one_device, expected):
 
 def test_each_task_that_trains_has_a_seed_of_its_own():
     cluster = {"chief": ["c:1"], "worker": ["w:1", "w:2"], "ps": ["p:1"]}
-    ranks = [
-        sync.trainer_rank(Task(cluster, t, i))
-        for t, i in [("chief", 0), ("worker", 0), ("worker", 1)]
-    ]
+    ranks = [Task(cluster, t, i).rank for t, i in [("chief", 0), ("worker", 0), ("worker", 1)]]
     assert ranks == [0, 1, 2]
+    # One order for every strategy that ranks its replicas: the chief first, then the workers.
+    assert Task(cluster, "worker", 1).trainers == [("chief", 0), ("worker", 0), ("worker", 1)]
+    master = {"master": ["m:1"], "worker": ["w:1"]}
+    assert [Task(master, t, 0).rank for t in ("master", "worker")] == [0, 1]

@@ -1,6 +1,6 @@
 """The trainer's start-up lines: the benchmark of `kubectl apply` → first step reads them to
 split a task's start-up into peers, data and TensorFlow's import. No TensorFlow here: the
-strategy module is a stand-in."""
+strategy's runner is a stand-in."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import types
 import pytest
 
 from tfjob_trainer import __main__ as trainer_main
-from tfjob_trainer import config, data, options
+from tfjob_trainer import config, data, options, strategies
 
 LINE = re.compile(
     r"^start-up: import (\d+\.\d\d) s, data (\d+\.\d\d) s, peers (\d+\.\d\d) s; "
@@ -21,7 +21,7 @@ LINE = re.compile(
 
 
 def fake_strategy(summary: dict | None) -> types.SimpleNamespace:
-    """A strategy module whose `run` returns `summary`, recording what it was given."""
+    """A strategy whose runner, `run`, returns `summary`, recording what it was given."""
     calls: list[tuple] = []
 
     def run(*args):
@@ -49,13 +49,13 @@ def test_run_logs_where_start_up_went(monkeypatch, caplog, task, summary, first_
     module = fake_strategy(summary)
     order: list[str] = []
 
-    def strategy_module(name: str) -> types.SimpleNamespace:
+    def runner(name: str) -> strategies.Runner:
         order.append("import")
-        return module
+        return module.run
 
     monkeypatch.setattr(config, "wait_for_peers", lambda t, timeout: order.append("peers"))
     monkeypatch.setattr(data, "prepare", lambda name, where: order.append("data"))
-    monkeypatch.setattr(trainer_main, "_strategy_module", strategy_module)
+    monkeypatch.setattr(strategies, "runner", runner)
     opts = options.parse(["--strategy=parameter-server"])
 
     with caplog.at_level(logging.INFO, logger="tfjob_trainer"):
@@ -63,6 +63,7 @@ def test_run_logs_where_start_up_went(monkeypatch, caplog, task, summary, first_
 
     # The wait for peers comes last: they start meanwhile.
     assert got is summary and order == ["import", "data", "peers"] and len(module.calls) == 1
+    assert module.calls[0][0] is opts and module.calls[0][2] is task  # (opts, files, task)
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("start-up:")]
     match = LINE.match(lines[0])
     assert match, lines[0]
@@ -95,16 +96,16 @@ def test_scikit_learn_is_hidden_only_while_tensorflow_imports(monkeypatch, task)
     dataset imports it afterwards."""
     seen: list[object] = []
 
-    def strategy_module(name: str) -> types.SimpleNamespace:
+    def runner(name: str) -> strategies.Runner:
         seen.append(sys.modules.get("sklearn", "absent"))
         with pytest.raises(ImportError):
             import sklearn  # noqa: F401
-        return fake_strategy(None)
+        return fake_strategy(None).run
 
     monkeypatch.delitem(sys.modules, "sklearn", raising=False)
     monkeypatch.setattr(config, "wait_for_peers", lambda t, timeout: None)
     monkeypatch.setattr(data, "prepare", lambda name, where: None)
-    monkeypatch.setattr(trainer_main, "_strategy_module", strategy_module)
+    monkeypatch.setattr(strategies, "runner", runner)
     trainer_main.run(options.parse([]), task, "parameter-server")
     assert seen == [None] and sys.modules.get("sklearn", "absent") == "absent"
     import sklearn

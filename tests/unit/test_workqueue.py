@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tfjob_operator.workqueue import WorkQueue
+from tfjob_operator.controller.workqueue import WorkQueue
 
 
 def test_burst_of_events_folds_into_one_rerun():

@@ -19,7 +19,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
-from . import STARTED, TaskFailed, config, options
+from tfjob_protocol.result import Result
+
+from . import STARTED, TaskFailed, config, options, strategies
+from .result import line
 
 log = logging.getLogger("tfjob_trainer")
 
@@ -64,9 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         log.exception("%s failed", role)
         return 1
     if summary is not None:
-        from .common import result
-
-        result(role=role, **summary)
+        print(line(role, summary), flush=True)
         exit_now(0)
     return 0
 
@@ -110,7 +111,7 @@ def writes_checkpoints(task: config.Task | None, strategy: str) -> bool:
     if task.type == "evaluator":
         return False
     if strategy == "parameter-server":
-        return task.type in ("chief", "master")
+        return task.type in config.CHIEF_TYPES
     if strategy == "between-graph":
         return task.is_chief
     return True
@@ -160,8 +161,8 @@ class StartUp:
         return f"start-up: {parts}; ready {ready:.2f} s after process start ({self.started_at:.6f})"
 
 
-def run(opts: options.Options, task: config.Task | None, strategy: str) -> dict[str, Any] | None:
-    """Do this task's part; return the summary to print (None for tasks that only serve)."""
+def run(opts: options.Options, task: config.Task | None, strategy: str) -> Result | None:
+    """Do this task's part; return the result to print (None for tasks that only serve)."""
     log.info(
         "role %s, strategy %s", "local" if task is None else f"{task.type}:{task.index}", strategy
     )
@@ -172,7 +173,7 @@ def run(opts: options.Options, task: config.Task | None, strategy: str) -> dict[
     # records of the others (3.4-5.6 s of the chief's 14 s to its first step, measured on the
     # real node) before each started its own CPU-bound work.
     with clock.part("import"), _hidden("sklearn"):
-        module = _strategy_module("evaluator" if evaluator else strategy)
+        runner = strategies.runner(strategies.EVALUATOR if evaluator else strategy)
         from . import threads
 
         threads.configure()  # before TensorFlow's first op
@@ -188,14 +189,7 @@ def run(opts: options.Options, task: config.Task | None, strategy: str) -> dict[
         with clock.part("peers"):
             config.wait_for_peers(task, opts.peer_timeout)
     log.info("%s", clock.line())
-    if evaluator:
-        summary = module.run(opts, files)
-    elif strategy == "mirrored":
-        summary = module.mirrored(opts, files)
-    elif strategy == "multi-worker-mirrored":
-        summary = module.multi_worker(opts, files, task)
-    else:
-        summary = module.run(opts, files, task)
+    summary = runner(opts, files, task)
     if summary is not None and summary.get("first_step_sec") is not None:
         log.info("start-up: first step %.2f s after process start", summary["first_step_sec"])
     return summary
@@ -216,26 +210,6 @@ def _hidden(module: str) -> Iterator[None]:
     finally:
         if module in sys.modules and sys.modules[module] is None:
             del sys.modules[module]
-
-
-def _strategy_module(name: str) -> Any:
-    """The module that runs `name` (an evaluator or a strategy); importing it imports
-    TensorFlow, the bulk of a task's start-up."""
-    if name == "evaluator":
-        from . import evaluator
-
-        return evaluator
-    if name in ("mirrored", "multi-worker-mirrored"):
-        from . import sync
-
-        return sync
-    if name == "parameter-server":
-        from . import ps
-
-        return ps
-    from . import between_graph
-
-    return between_graph
 
 
 if __name__ == "__main__":

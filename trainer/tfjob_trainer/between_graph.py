@@ -7,7 +7,7 @@ asynchronous (each worker applies its gradients as they come), or with `--sync` 
 `SyncReplicasOptimizer`. The chief initializes or restores the variables, saves TF1 checkpoints
 (written by the chief itself, so only the chief needs the checkpoint volume), logs and writes
 TensorBoard scalars. At the end it measures test accuracy with the graph and exports the weights
-as `<export-dir>/weights.npz`, in the order `common.build_model(kind).set_weights` takes.
+as `<export-dir>/weights.npz`, in the order `model.build_model(kind).set_weights` takes.
 Keras 3 does not run in graph mode and eager cannot come back once disabled, so a fresh process
 (`keras_export.py`) turns those weights into `<export-dir>/model.keras`, as the other modes
 export.
@@ -29,23 +29,26 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from . import STARTED, common, summaries, threads
-from .config import Task
+from tfjob_protocol.result import Result
+
+from . import STARTED, keras_export, result, summaries, threads
+from .config import TRAINER_TYPES, Task
 from .data import IMAGE_BYTES, Files, read_test
 from .options import Options
+from .progress import Progress
 from .serving import serve_until_stopped
 
 log = logging.getLogger(__name__)
 
 v1 = tf.compat.v1
-CHIEF_TYPES = ("chief", "master")
 WEIGHTS_FILE = "weights.npz"
 SESSION_POLL_SECS = 1  # non-chief workers: how often to check that the chief is ready
 TEST_BATCH = 2000
 
 
-def run(opts: Options, files: Files | None, task: Task) -> dict[str, Any] | None:
-    """Serve (ps: forever) or train this worker's replica; return the worker's summary."""
+def run(opts: Options, files: Files | None, task: Task | None) -> Result | None:
+    """Serve (ps: forever) or train this worker's replica; return the worker's result."""
+    assert task is not None, "between-graph needs a cluster (TF_CONFIG)"
     v1.disable_eager_execution()
     cluster = tf.train.ClusterSpec(task.cluster)
     server = v1.train.Server(
@@ -55,24 +58,17 @@ def run(opts: Options, files: Files | None, task: Task) -> dict[str, Any] | None
         log.info("ps %d serving on %s", task.index, server.target)
         serve_until_stopped(server)  # until the operator scales the ps down
         return None
-    if task.type not in ("worker", *CHIEF_TYPES):
+    if task.type not in TRAINER_TYPES:
         raise ValueError(f"between-graph has no part for a {task.type} task")
     assert files is not None
     return train(opts, files, task, cluster, server.target)
-
-
-def _replicas(task: Task) -> list[str]:
-    """The training tasks, chief first: their order gives each a distinct data seed."""
-    return [
-        f"{t}:{i}" for t in (*CHIEF_TYPES, "worker") for i in range(len(task.cluster.get(t, [])))
-    ]
 
 
 def build_model(
     kind: str, x: tf.Tensor, hidden_units: int = 500
 ) -> tuple[tf.Tensor, list[tf.Variable]]:
     """Logits and the weights in Keras `get_weights` order, so the export loads into
-    `common.build_model(kind, hidden_units)` (Keras 3 itself does not run in graph mode)."""
+    `model.build_model(kind, hidden_units)` (Keras 3 itself does not run in graph mode)."""
     weights: list[tf.Variable] = []
     glorot = v1.glorot_uniform_initializer()
 
@@ -217,7 +213,7 @@ def _to_keras(weights: Path, opts: Options) -> Path:
         capture_output=True,
         timeout=300,
     )
-    return weights.with_name("model.keras")
+    return weights.with_name(keras_export.FILE)
 
 
 @dataclass
@@ -311,17 +307,18 @@ def open_session(
 
 def train(
     opts: Options, files: Files, task: Task, cluster: tf.train.ClusterSpec, target: str
-) -> dict[str, Any]:
-    replicas = _replicas(task)
-    rank = replicas.index(f"{task.type}:{task.index}")
+) -> Result:
+    """Train this replica until the global step reaches --steps; the chief also restores,
+    saves, logs, scores and exports."""
+    replicas, rank = task.trainers, task.rank  # the rank seeds this replica's batches
     worker_device = f"/job:{task.type}/task:{task.index}"
     # In sync mode one global step aggregates every replica's batch; async, one batch.
     examples_per_step = opts.batch_size * (len(replicas) if opts.sync else 1)
     g = build_graph(opts, cluster, worker_device, len(replicas), task.is_chief)
     export = _ExportHook(files, g, opts.export_dir) if task.is_chief else None
     writer = v1.summary.FileWriterCache.get(str(opts.log_dir / "train")) if export else None
-    progress = common.Progress(None, examples_per_step, 0)
-    details = common.details(opts, files) if export else None
+    progress = Progress(None, examples_per_step, 0)
+    details = summaries.details(opts, files) if export else None
     local_steps, loss, accuracy, first_step_sec = 0, 0.0, 0.0, None
     # The chief resumes from its checkpoint; by the time it reads the global step, other
     # workers may already have moved it on.
@@ -366,22 +363,22 @@ def train(
                 if details is not None:
                     details.write_protos(writer, current, lambda: _weights(sess, g))
         elapsed = time.perf_counter() - started
-    trained = max(current - start, 0)
-    return {
-        "strategy": "between-graph-sync" if opts.sync else "between-graph",
-        "steps": current,
-        "trained_steps": trained,
-        "local_steps": local_steps,
-        "loss": loss,
-        "train_accuracy": accuracy,
-        "test_accuracy": export.test_accuracy if export else None,
-        "examples_per_sec": progress.steady_examples_per_sec(),
-        "wall_examples_per_sec": trained * examples_per_step / elapsed if trained else 0.0,
-        "first_step_sec": first_step_sec,
-        "replicas": len(replicas),
-        "checkpoint": tf.train.latest_checkpoint(str(opts.checkpoint_dir)) if export else None,
-        "export": str(_to_keras(export.path, opts)) if export and export.path else None,
-    }
+    return result.trained(
+        "between-graph-sync" if opts.sync else "between-graph",
+        steps=current,
+        trained_steps=max(current - start, 0),
+        examples_per_step=examples_per_step,
+        elapsed=elapsed,
+        loss=loss,
+        train_accuracy=accuracy,
+        test_accuracy=export.test_accuracy if export else None,
+        examples_per_sec=progress.steady_examples_per_sec(),
+        first_step_sec=first_step_sec,
+        checkpoint=tf.train.latest_checkpoint(str(opts.checkpoint_dir)) if export else None,
+        export=str(_to_keras(export.path, opts)) if export and export.path else None,
+        replicas=len(replicas),
+        local_steps=local_steps,
+    )
 
 
 def _weights(sess: Any, g: _Graph) -> list[tuple[str, Any]]:

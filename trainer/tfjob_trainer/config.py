@@ -18,6 +18,10 @@ from dataclasses import dataclass
 log = logging.getLogger(__name__)
 
 TASK_TYPES = ("chief", "master", "ps", "worker", "evaluator")
+# The chief's two names (TF1 called it master); the chief comes first wherever tasks are ranked.
+CHIEF_TYPES = ("chief", "master")
+# The tasks that train, in rank order: chief first, then the workers.
+TRAINER_TYPES = (*CHIEF_TYPES, "worker")
 STRATEGIES = ("auto", "parameter-server", "multi-worker-mirrored", "mirrored", "between-graph")
 
 # `"index": }` or `"index": $(TFJOB_TASK_INDEX)`: the index Kubernetes did not fill in.
@@ -39,14 +43,25 @@ class Task:
 
     @property
     def has_chief(self) -> bool:
-        return any(self.cluster.get(t) for t in ("chief", "master"))
+        return any(self.cluster.get(t) for t in CHIEF_TYPES)
 
     @property
     def is_chief(self) -> bool:
         """The chief, or worker 0 when there is none, initializes, logs and saves."""
-        if self.type in ("chief", "master"):
+        if self.type in CHIEF_TYPES:
             return True
         return self.type == "worker" and self.index == 0 and not self.has_chief
+
+    @property
+    def trainers(self) -> list[tuple[str, int]]:
+        """Every task that trains, as (type, index), chief first: the one order in which
+        synchronous and between-graph training rank their replicas."""
+        return [(t, i) for t in TRAINER_TYPES for i in range(len(self.cluster.get(t, [])))]
+
+    @property
+    def rank(self) -> int:
+        """This task's place in `trainers`: its data seed, distinct from every other's."""
+        return self.trainers.index((self.type, self.index))
 
     @property
     def num_workers(self) -> int:
@@ -170,7 +185,7 @@ def _strategy_problem(strategy: str, task: Task) -> str | None:
     if strategy == "parameter-server":
         if not task.num_ps or not task.num_workers:
             return "the cluster needs ps and worker tasks"
-        if not any(task.cluster.get(t) for t in ("chief", "master")):
+        if not task.has_chief:
             return "the cluster needs a chief to coordinate"
     elif strategy == "multi-worker-mirrored":
         if task.num_ps:

@@ -8,23 +8,30 @@ is evaluated explicitly before it exits 0.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
-from . import common
+from tfjob_protocol.result import Result
+
+from . import result, summaries
+from .config import Task
 from .data import Files, read_test
+from .model import build_model
 from .options import Options
+from .steps import per_example_loss
 
 log = logging.getLogger(__name__)
 
 
-def run(opts: Options, files: Files) -> dict[str, Any]:
-    model = common.build_model(opts.model, opts.hidden_units)
+def run(opts: Options, files: Files | None, task: Task | None) -> Result:
+    """Evaluate each new checkpoint until one of the last step; `task` plays no part (the
+    evaluator is outside the training cluster)."""
+    assert files is not None
+    model = build_model(opts.model, opts.hidden_units)
     step = tf.Variable(0, dtype=tf.int64, trainable=False)
     checkpoint = tf.train.Checkpoint(step=step, model=model)
-    writer = common.summary_writer(opts, "eval")
+    writer = summaries.writer(opts, "eval")
     x, y = read_test(files)
     x = x.astype(np.float32) / 255.0
     evaluated: list[tuple[int, float, float]] = []
@@ -32,7 +39,7 @@ def run(opts: Options, files: Files) -> dict[str, Any]:
     def evaluate(path: str) -> int:
         checkpoint.restore(path).expect_partial()
         logits = model(x, training=False)
-        loss = float(tf.reduce_mean(common.per_example_loss(y.astype(np.int32), logits)))
+        loss = float(tf.reduce_mean(per_example_loss(y.astype(np.int32), logits)))
         accuracy = float(np.mean(np.argmax(np.asarray(logits), axis=1) == y))
         at = int(step.numpy())
         with writer.as_default(step=at):
@@ -56,10 +63,4 @@ def run(opts: Options, files: Files) -> dict[str, Any]:
     if not evaluated or evaluated[-1][0] < opts.steps:
         raise TimeoutError(f"no checkpoint of step {opts.steps} within {opts.eval_timeout:.0f}s")
     at, accuracy, loss = evaluated[-1]
-    return {
-        "strategy": "evaluator",
-        "steps": at,
-        "test_accuracy": accuracy,
-        "loss": loss,
-        "evaluations": len(evaluated),
-    }
+    return result.evaluated(steps=at, test_accuracy=accuracy, loss=loss, evaluations=len(evaluated))

@@ -1,24 +1,43 @@
-"""Turn exported weights (`weights.npz`, keys sorted in `get_weights` order) into the
-`model.keras` beside them. Between-graph training runs with eager execution off, where Keras 3
-cannot run, so it calls this in a fresh process:
-`python -m tfjob_trainer.keras_export WEIGHTS KIND HIDDEN_UNITS`."""
+"""The exported model, `<export-dir>/model.keras`, which every strategy writes at the end.
+
+TF2 strategies save their Keras model directly. Between-graph training runs with eager
+execution off, where Keras 3 cannot run: it exports its weights (`weights.npz`, keys sorted in
+`get_weights` order) and calls this module in a fresh process to turn them into the
+`model.keras` beside them: `python -m tfjob_trainer.keras_export WEIGHTS KIND HIDDEN_UNITS`.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+if TYPE_CHECKING:
+    import keras
+
+FILE = "model.keras"
+
+
+def save(model: keras.Model, export_dir: Path) -> Path:
+    """Write `model` as <export_dir>/model.keras; return its path."""
+    export_dir.mkdir(parents=True, exist_ok=True)
+    path = export_dir / FILE
+    model.save(path)
+    return path
+
 
 def to_keras(weights: Path, kind: str, hidden_units: int) -> Path:
-    from . import common
+    """The model.keras beside `weights`. Keras is imported only here, after the `__main__`
+    block below has quieted TensorFlow's start-up logging."""
+    from .model import build_model
 
-    model = common.build_model(kind, hidden_units)
+    model = build_model(kind, hidden_units)
     with np.load(weights) as arrays:
         model.set_weights([arrays[k] for k in sorted(arrays.files)])
-    return common.export(model, weights.parent)
+    return save(model, weights.parent)
 
 
 if __name__ == "__main__":

@@ -16,17 +16,25 @@ from typing import Any
 
 import tensorflow as tf
 
-from . import TaskFailed, common, threads
+from tfjob_protocol.result import Result
+
+from . import TaskFailed, inputs, keras_export, result, summaries, threads
+from .checkpoints import Checkpoints
 from .config import Task
 from .data import Files
+from .model import build_model, build_optimizer
 from .options import Options
+from .progress import Progress
 from .serving import serve_until_stopped
+from .steps import make_step_fn, test_accuracy
 
 log = logging.getLogger(__name__)
 _HELD: list[Any] = []  # the coordinator's objects, alive until the process exits
 
 
-def run(opts: Options, files: Files | None, task: Task) -> dict[str, Any] | None:
+def run(opts: Options, files: Files | None, task: Task | None) -> Result | None:
+    """Serve (ps and worker tasks) or coordinate the training (the chief)."""
+    assert task is not None, "parameter-server needs a cluster (TF_CONFIG)"
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     if task.type in ("ps", "worker"):
         server = tf.distribute.Server(
@@ -59,7 +67,7 @@ PS_LOST = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.Cancell
 SAVE_TRIES = 3
 
 
-def save_checkpoint(ckpts: common.Checkpoints) -> str:
+def save_checkpoint(ckpts: Checkpoints) -> str:
     """Save, trying again after a connection reset: gRPC reconnects, and a reset that was only
     a reset then costs nothing. A server that is really gone fails every try."""
     for attempt in range(1, SAVE_TRIES + 1):
@@ -97,23 +105,23 @@ def coordinate(
     strategy: tf.distribute.ParameterServerStrategy,
     coordinator: tf.distribute.coordinator.ClusterCoordinator,
     io_device: str | None = None,
-) -> dict[str, Any]:
+) -> Result:
     """Train as the coordinator; checkpoints are read and written on `io_device` (the
     coordinator's own CPU), so the parameter servers need no access to the directory."""
     with strategy.scope():
-        model = common.build_model(opts.model, opts.hidden_units)
-        optimizer = common.build_optimizer(opts, model)
+        model = build_model(opts.model, opts.hidden_units)
+        optimizer = build_optimizer(opts, model)
         step = tf.Variable(0, dtype=tf.int64, trainable=False)
-    ckpts = common.Checkpoints(opts.checkpoint_dir, step, model, optimizer, io_device=io_device)
+    ckpts = Checkpoints(opts.checkpoint_dir, step, model, optimizer, io_device=io_device)
     start_step = ckpts.restore()
 
     def per_worker_dataset() -> tf.data.Dataset:
         # Runs on each worker, reading that worker's copy of the record files; no fixed seed,
         # so workers see different batches.
-        return common.train_dataset(files, opts.batch_size, seed=None)
+        return inputs.train_dataset(files, opts.batch_size, seed=None)
 
     iterator = iter(coordinator.create_per_worker_dataset(per_worker_dataset))
-    step_fn = common.make_step_fn(model, optimizer, opts.batch_size)
+    step_fn = make_step_fn(model, optimizer, opts.batch_size)
 
     @tf.function
     def train_steps(it: Any, n: int) -> tuple[tf.Tensor, tf.Tensor]:
@@ -123,12 +131,11 @@ def coordinate(
         step.assign_add(n)  # one write to the parameter server per closure, not per step
         return loss, acc
 
-    writer = common.summary_writer(opts)
-    progress = common.Progress(
-        writer,
+    progress = Progress(
+        summaries.writer(opts),
         opts.batch_size,
         start_step,
-        details=common.details(opts, files),
+        details=summaries.details(opts, files),
         weights=lambda: model.trainable_variables,
     )
     scheduled = start_step
@@ -156,16 +163,17 @@ def coordinate(
     # Freeing the per-worker iterators and functions sends remote deletes that took up to 5 s
     # (measured); the process exits right after the result line, so keep them until then.
     _HELD.extend([iterator, train_steps, model, optimizer, ckpts])
-    return {
-        "strategy": "parameter-server",
-        "steps": final,
-        "trained_steps": trained,
-        "loss": loss,
-        "train_accuracy": acc,
-        "test_accuracy": common.test_accuracy(model, files),
-        "examples_per_sec": progress.steady_examples_per_sec(),
-        "wall_examples_per_sec": trained * opts.batch_size / elapsed if trained else 0.0,
-        "first_step_sec": progress.first_step_at,
-        "checkpoint": str(ckpts.manager.latest_checkpoint or ""),
-        "export": str(common.export(model, opts.export_dir)),
-    }
+    return result.trained(
+        "parameter-server",
+        steps=final,
+        trained_steps=trained,
+        examples_per_step=opts.batch_size,
+        elapsed=elapsed,
+        loss=loss,
+        train_accuracy=acc,
+        test_accuracy=test_accuracy(model, files),
+        examples_per_sec=progress.steady_examples_per_sec(),
+        first_step_sec=progress.first_step_at,
+        checkpoint=ckpts.latest,
+        export=str(keras_export.save(model, opts.export_dir)),
+    )

@@ -1,5 +1,6 @@
-"""TensorBoard content beyond the scalars, as the classic distributed-TensorFlow tutorials log
-it: a histogram of each layer's weights and biases, and a few of the input images.
+"""TensorBoard: where a task's event files go, and the content beyond the scalars, as the
+classic distributed-TensorFlow tutorials log it: a histogram of each layer's weights and
+biases, and a few of the input images.
 
 Histograms are written at the first report, then every `--histogram-every` steps; the images
 once. TF2 strategies write them with `tf.summary`; between-graph training has no eager mode, so
@@ -18,10 +19,22 @@ import numpy as np
 import tensorflow as tf
 
 from .data import IMAGE_BYTES, Files
+from .options import Options
 
 IMAGES = 4  # input images shown
 BUCKETS = 30  # histogram buckets
 v1 = tf.compat.v1
+
+
+def writer(opts: Options, name: str = "train") -> Any:
+    """A `tf.summary` writer into <log-dir>/<name>: "train" for the chief, "eval" for the
+    evaluator, the two runs TensorBoard shows side by side."""
+    return tf.summary.create_file_writer(str(opts.log_dir / name))
+
+
+def details(opts: Options, files: Files) -> Details:
+    """Weight histograms every --histogram-every steps, and a few input images, once."""
+    return Details(opts.histogram_every, sample_images(files))
 
 
 def sample_images(files: Files, count: int = IMAGES) -> np.ndarray:

@@ -9,20 +9,28 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import tensorflow as tf
 
-from . import TaskFailed, common
+from tfjob_protocol.result import Result
+
+from . import TaskFailed, keras_export, result, summaries
+from .checkpoints import Checkpoints
 from .config import Task
 from .data import Files
+from .inputs import MemoryBatches, train_dataset
+from .model import build_model, build_optimizer
 from .options import Options
+from .progress import Progress
+from .steps import StepFn, make_step_fn, test_accuracy
 
 log = logging.getLogger(__name__)
 
 
-def mirrored(opts: Options, files: Files) -> dict[str, Any]:
-    """One process, every local device (or `--cpu-devices` logical CPUs), gradients averaged."""
+def mirrored(opts: Options, files: Files | None, task: Task | None) -> Result:
+    """One process, every local device (or `--cpu-devices` logical CPUs), gradients averaged.
+    (`task` is there for the one signature of `strategies`: there is no cluster to join.)"""
+    assert files is not None
     devices = None
     if opts.cpu_devices > 1:
         cpu = tf.config.list_physical_devices("CPU")[0]
@@ -52,8 +60,9 @@ _ABORTED_BY = "Collective ops is aborted by:"
 _NOT_CAUSE = ("Additional GRPC", "The error could", "The tasks have", "\t", "[[")
 
 
-def multi_worker(opts: Options, files: Files, task: Task) -> dict[str, Any]:
+def multi_worker(opts: Options, files: Files | None, task: Task | None) -> Result:
     """Every worker (and the chief, if any) trains; the chief saves for real."""
+    assert files is not None and task is not None, "multi-worker-mirrored needs TF_CONFIG"
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     try:
         return train(
@@ -62,7 +71,7 @@ def multi_worker(opts: Options, files: Files, task: Task) -> dict[str, Any]:
             files,
             is_chief=task.is_chief,
             name="multi-worker-mirrored",
-            seed=trainer_rank(task),
+            seed=task.rank,  # each trainer's batches of its own
         )
     except PEER_ERRORS as e:
         raise TaskFailed(
@@ -89,14 +98,6 @@ def _boundary(current: int, every: int) -> int:
     return every - current % every
 
 
-def trainer_rank(task: Task) -> int:
-    """This task's place among the tasks that train (chief first, then workers): its seed."""
-    ranks = [
-        (t, i) for t in ("chief", "master", "worker") for i in range(len(task.cluster.get(t, [])))
-    ]
-    return ranks.index((task.type, task.index))
-
-
 # XLA on the CPU: the MLP's whole loop compiled measured 1.3x the uncompiled one, while the
 # CNN's convolutions compiled ran at 0.4x TensorFlow's own kernels.
 XLA_MODELS = frozenset({"mlp"})
@@ -104,9 +105,9 @@ XLA_MODELS = frozenset({"mlp"})
 
 def memory_loop(
     strategy: tf.distribute.Strategy,
-    step_fn: Callable[[tf.Tensor, tf.Tensor], tuple[tf.Tensor, tf.Tensor]],
+    step_fn: StepFn,
     step: tf.Variable,
-    batches: common.MemoryBatches,
+    batches: MemoryBatches,
     jit: bool,
 ) -> Callable[[tf.Tensor], tuple[tf.Tensor, tf.Tensor]]:
     """`n` steps in one call, each process's one replica fed from the data in memory, gathered
@@ -136,11 +137,12 @@ def train(
     name: str,
     single: bool = False,
     seed: int = 0,
-) -> dict[str, Any]:
+) -> Result:
+    """The loop of steps every synchronous strategy runs; `single`: one device, no replicas."""
     global_batch = opts.batch_size * strategy.num_replicas_in_sync
     with strategy.scope():
-        model = common.build_model(opts.model, opts.hidden_units)
-        optimizer = common.build_optimizer(opts, model)
+        model = build_model(opts.model, opts.hidden_units)
+        optimizer = build_optimizer(opts, model)
         step = tf.Variable(
             0,
             dtype=tf.int64,
@@ -149,12 +151,12 @@ def train(
         )
     # Every worker must save (saving is collective); only the chief writes where it counts.
     save_dir = opts.checkpoint_dir if is_chief else Path(tempfile.mkdtemp(prefix="tfjob-ckpt-"))
-    ckpts = common.Checkpoints(save_dir, step, model, optimizer)
+    ckpts = Checkpoints(save_dir, step, model, optimizer)
     current = ckpts.restore(tf.train.latest_checkpoint(str(opts.checkpoint_dir)))
     start_step = current
 
     def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
-        return common.train_dataset(
+        return train_dataset(
             files,
             ctx.get_per_replica_batch_size(global_batch),
             ctx.num_input_pipelines,
@@ -162,10 +164,10 @@ def train(
             seed=start_step,
         )
 
-    step_fn = common.make_step_fn(model, optimizer, global_batch)
+    step_fn = make_step_fn(model, optimizer, global_batch)
     if single or len(strategy.extended.worker_devices) == 1:
         # One replica in this process: it draws its own batches (a seed of its own per worker).
-        batches = common.MemoryBatches(files, opts.batch_size, seed=seed)
+        batches = MemoryBatches(files, opts.batch_size, seed=seed)
         jit = single and opts.model in XLA_MODELS
         train_steps = memory_loop(strategy, step_fn, step, batches, jit)
     else:
@@ -185,12 +187,11 @@ def train(
                 strategy.reduce(total, per_acc, axis=None),
             )
 
-    writer = common.summary_writer(opts) if is_chief else None
-    progress = common.Progress(
-        writer,
+    progress = Progress(
+        summaries.writer(opts) if is_chief else None,
         global_batch,
         start_step,
-        details=common.details(opts, files) if is_chief else None,
+        details=summaries.details(opts, files) if is_chief else None,
         weights=lambda: model.trainable_variables,
     )
     loss = acc = 0.0
@@ -213,20 +214,20 @@ def train(
     elapsed = time.perf_counter() - started
     if start_step >= opts.steps:
         log.info("already trained to step %d; nothing to do", start_step)
-    export_path = common.export(model, opts.export_dir if is_chief else save_dir / "export")
-    accuracy = common.test_accuracy(model, files) if is_chief else None
-    trained = current - start_step
-    return {
-        "strategy": name,
-        "steps": current,
-        "trained_steps": trained,
-        "loss": loss,
-        "train_accuracy": acc,
-        "test_accuracy": accuracy,
-        "examples_per_sec": progress.steady_examples_per_sec(),
-        "wall_examples_per_sec": trained * global_batch / elapsed if trained else 0.0,
-        "first_step_sec": progress.first_step_at,
-        "replicas": strategy.num_replicas_in_sync,
-        "checkpoint": str(ckpts.manager.latest_checkpoint or ""),
-        "export": str(export_path) if is_chief else None,
-    }
+    export_path = keras_export.save(model, opts.export_dir if is_chief else save_dir / "export")
+    accuracy = test_accuracy(model, files) if is_chief else None
+    return result.trained(
+        name,
+        steps=current,
+        trained_steps=current - start_step,
+        examples_per_step=global_batch,
+        elapsed=elapsed,
+        loss=loss,
+        train_accuracy=acc,
+        test_accuracy=accuracy,
+        examples_per_sec=progress.steady_examples_per_sec(),
+        first_step_sec=progress.first_step_at,
+        checkpoint=ckpts.latest,
+        export=str(export_path) if is_chief else None,
+        replicas=strategy.num_replicas_in_sync,
+    )

@@ -1,0 +1,148 @@
+"""The TFJob CustomResourceDefinition, generated from the API models in `api.py`.
+
+`python -m tfjob_operator.api.crd` prints it; `manifests/crd.yaml` is that output, and a test
+fails when the two differ. Regenerate with `make crd`.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import yaml
+from pydantic import BaseModel
+
+from tfjob_operator.api.spec import (
+    GROUP,
+    KIND,
+    PLURAL,
+    SHORT_NAMES,
+    SINGULAR,
+    VERSION,
+    TFJobSpec,
+    TFJobStatus,
+)
+
+HEADER = "# Generated from tfjob_operator/api.py by `make generate`. Do not edit.\n"
+
+PRINTER_COLUMNS = [
+    {
+        "name": "State",
+        "type": "string",
+        "jsonPath": ".status.conditions[-1:].type",
+        "description": "The newest condition.",
+    },
+    {
+        "name": "Active",
+        "type": "string",
+        "jsonPath": ".status.activeReplicas",
+        "description": "Running pods over expected pods.",
+    },
+    {
+        "name": "Restarts",
+        "type": "integer",
+        "jsonPath": ".status.restarts",
+        "description": "Failure restarts over all replicas.",
+    },
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    {
+        "name": "ExitCode",
+        "type": "integer",
+        "jsonPath": ".status.failure.exitCode",
+        "priority": 1,
+        "description": "Exit code of the container that failed the job.",
+    },
+]
+
+# JSON-schema keywords a structural CRD schema does not take, or that we state in descriptions.
+_DROPPED = {"title", "default", "$defs"}
+
+
+def structural(model: type[BaseModel], description: str) -> dict[str, Any]:
+    """A pydantic model's JSON schema, made structural: refs inlined, nullables unwrapped."""
+    schema = model.model_json_schema(by_alias=True, mode="validation")
+    defs = schema.get("$defs", {})
+
+    def convert(node: Any) -> Any:
+        if isinstance(node, list):
+            return [convert(n) for n in node]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node:
+            target = defs[node["$ref"].rsplit("/", 1)[-1]]
+            return convert({**target, **{k: v for k, v in node.items() if k != "$ref"}})
+        if "anyOf" in node:
+            options = [o for o in node["anyOf"] if o.get("type") != "null"]
+            if len(options) == 1:
+                rest = {k: v for k, v in node.items() if k != "anyOf"}
+                return convert({**options[0], **rest})
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key in _DROPPED:
+                continue
+            if key == "additionalProperties" and not isinstance(value, dict):
+                continue  # properties and additionalProperties may not be mixed; pruning rules
+            out[key] = (
+                convert(value) if key != "properties" else {k: convert(v) for k, v in value.items()}
+            )
+        if out.get("x-kubernetes-preserve-unknown-fields"):
+            out.setdefault("type", "object")
+        return out
+
+    result: dict[str, Any] = convert({k: v for k, v in schema.items() if k != "$defs"})
+    result["description"] = description
+    return result
+
+
+def crd() -> dict[str, Any]:
+    """The CustomResourceDefinition object."""
+    root = {
+        "type": "object",
+        "description": "A distributed TensorFlow training job.",
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": structural(TFJobSpec, "The desired state of the TFJob."),
+            "status": structural(TFJobStatus, "The observed state, written by the operator."),
+        },
+    }
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{PLURAL}.{GROUP}"},
+        "spec": {
+            "group": GROUP,
+            "names": {
+                "kind": KIND,
+                "listKind": f"{KIND}List",
+                "plural": PLURAL,
+                "singular": SINGULAR,
+                "shortNames": SHORT_NAMES,
+            },
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": PRINTER_COLUMNS,
+                    "schema": {"openAPIV3Schema": root},
+                }
+            ],
+        },
+    }
+
+
+def render() -> str:
+    return HEADER + yaml.safe_dump(crd(), sort_keys=False, width=100)
+
+
+def main() -> None:
+    sys.stdout.write(render())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""The operator's permissions, least privilege, in one place: what it calls, and nothing else.
+
+`manifests/rbac.yaml` and the Helm chart's ClusterRole are generated from `RULES`
+(`python -m tfjob_operator.render`), and a test compares the rules with the calls the operator
+makes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tfjob_operator.api.spec import GROUP, PLURAL
+
+WATCH = ["list", "watch"]
+
+RULES: list[dict[str, Any]] = [
+    # TFJobs: watched by kopf; deleted when ttlSecondsAfterFinished passes.
+    {"apiGroups": [GROUP], "resources": [PLURAL], "verbs": [*WATCH, "delete"]},
+    {"apiGroups": [GROUP], "resources": [f"{PLURAL}/status"], "verbs": ["patch"]},
+    # Children carry blockOwnerDeletion, which needs this where the
+    # OwnerReferencesPermissionEnforcement admission plugin is on.
+    {"apiGroups": [GROUP], "resources": [f"{PLURAL}/finalizers"], "verbs": ["update"]},
+    # Server-side apply (a patch that may create); delete for a replica type the spec dropped.
+    {
+        "apiGroups": ["apps"],
+        "resources": ["statefulsets"],
+        "verbs": [*WATCH, "create", "patch", "delete"],
+    },
+    {"apiGroups": [""], "resources": ["services"], "verbs": [*WATCH, "create", "patch", "delete"]},
+    # The job's TensorBoard (spec.tensorboard): applied, and deleted when it leaves the spec.
+    {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["create", "patch", "delete"]},
+    # Checkpoint claims are created once, never changed.
+    {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": [*WATCH, "create"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": WATCH},
+    # Events: ours to write; a StatefulSet's FailedCreate to read while it lacks pods.
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "list"]},
+    # kopf: discovers the CRD, and follows namespaces when --namespace has a glob.
+    {
+        "apiGroups": ["apiextensions.k8s.io"],
+        "resources": ["customresourcedefinitions"],
+        "verbs": WATCH,
+    },
+    {"apiGroups": [""], "resources": ["namespaces"], "verbs": WATCH},
+    # Gang scheduling (--gang-scheduler): the job's PodGroup, server-side applied.
+    {
+        "apiGroups": ["scheduling.volcano.sh", "scheduling.x-k8s.io"],
+        "resources": ["podgroups"],
+        "verbs": ["create", "patch"],
+    },
+]
+
+# Leader election, granted by a Role in the operator's own namespace only.
+LEASE_NAME = "tfjob-operator-leader"
+LEASE_RULES: list[dict[str, Any]] = [
+    # create cannot be limited by name; reading and renewing are limited to our Lease.
+    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+    {
+        "apiGroups": ["coordination.k8s.io"],
+        "resources": ["leases"],
+        "resourceNames": [LEASE_NAME],
+        "verbs": ["get", "update"],
+    },
+]
+
+
+def grants(group: str, resource: str, verb: str) -> bool:
+    return any(
+        group in r["apiGroups"] and resource in r["resources"] and verb in r["verbs"] for r in RULES
+    )

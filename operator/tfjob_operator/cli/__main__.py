@@ -1,0 +1,5 @@
+import sys
+
+from tfjob_operator.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,142 @@
+"""`tfjob`: the TFJob command line. `tfjob run FILE.yaml` runs a TFJob on this machine."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import signal
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+import yaml
+
+from tfjob_operator.api.spec import API_VERSION, KIND
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tfjob",
+        description="Work with TFJobs: run one on this machine, or on a cluster through "
+        "$KUBECONFIG (submit, logs, get, tensorboard, delete).",
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser(
+        "run",
+        help="run a TFJob here, one process per replica, with no cluster",
+        description=(
+            "Run a TFJob manifest on this machine: one process per replica and index, with the "
+            "TF_CONFIG and lifecycle rules the operator would apply. Container images are not "
+            "run: each container's command (default: python -m tfjob_trainer) and args run in "
+            "the current environment."
+        ),
+    )
+    run.add_argument("file", type=Path, help="a TFJob manifest (YAML)")
+    run.add_argument(
+        "--workdir", type=Path, help="checkpoints and logs go here (default: ./tfjob-runs/<job>)"
+    )
+    run.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also show TensorFlow's C++ start-up logging (oneDNN, CPU features, ...)",
+    )
+    run.add_argument(
+        "--entrypoint",
+        default=None,
+        help="command for containers that name none (default: "
+        "'python -m tfjob_trainer', as in the trainer image)",
+    )
+    _cluster_commands(sub)
+    return p
+
+
+def _cluster_commands(sub: argparse._SubParsersAction) -> None:
+    """The commands that work on a cluster, with kubectl's connection flags."""
+    where = argparse.ArgumentParser(add_help=False)
+    where.add_argument("-n", "--namespace", help="default: the kubeconfig context's, else default")
+    where.add_argument("--context", help="the kubeconfig context (default: the current one)")
+    submit = sub.add_parser(
+        "submit",
+        parents=[where],
+        help="create a TFJob on the cluster (checked first with the operator's own rules)",
+    )
+    submit.add_argument("file", type=Path, help="a TFJob manifest (YAML)")
+    submit.add_argument(
+        "-f",
+        "--follow",
+        action="store_true",
+        help="stream every replica's log until the job ends, print its summary, and exit "
+        "with its result (0: Succeeded, 1: Failed)",
+    )
+    logs = sub.add_parser("logs", parents=[where], help="the logs of a job's replicas")
+    logs.add_argument("name")
+    logs.add_argument("--replica", help="one replica, e.g. worker-1 (default: all)")
+    logs.add_argument("-f", "--follow", action="store_true", help="stream until they end")
+    get = sub.add_parser("get", parents=[where], help="a table of TFJobs")
+    get.add_argument("name", nargs="?")
+    get.add_argument("-A", "--all-namespaces", action="store_true")
+    board = sub.add_parser(
+        "tensorboard", parents=[where], help="reach a job's TensorBoard on a local port"
+    )
+    board.add_argument("name")
+    board.add_argument("--port", type=int, default=6006, help="local port (0: any free one)")
+    delete = sub.add_parser("delete", parents=[where], help="delete a TFJob and all it owns")
+    delete.add_argument("name")
+
+
+def run_cluster_command(args: argparse.Namespace) -> int:
+    from tfjob_operator.cli import cluster as ctl
+
+    try:
+        cluster = ctl.Cluster.connect(args.namespace, args.context)
+        out = sys.stdout
+        if args.command == "submit":
+            return ctl.submit(cluster, args.file, args.follow, out)
+        if args.command == "logs":
+            return ctl.logs(cluster, args.name, args.replica, args.follow, out)
+        if args.command == "get":
+            return ctl.get(cluster, args.name, args.all_namespaces, out)
+        if args.command == "tensorboard":
+            return ctl.tensorboard(cluster, args.name, args.port, out)
+        return ctl.delete(cluster, args.name, out)
+    except ctl.CliError as e:
+        print(f"tfjob: {e}", file=sys.stderr)
+        return e.code
+    except KeyboardInterrupt:
+        return 130
+
+
+def _stop(signum: int, _frame: object) -> NoReturn:
+    raise SystemExit(128 + signum)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command != "run":
+        return run_cluster_command(args)
+    try:
+        body = yaml.safe_load(args.file.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        print(f"tfjob: cannot read {args.file}: {e}", file=sys.stderr)
+        return 2
+    if not isinstance(body, dict) or body.get("kind") != KIND:
+        print(f"tfjob: {args.file} is not a {KIND} ({API_VERSION})", file=sys.stderr)
+        return 2
+    meta = body.setdefault("metadata", {})
+    meta.setdefault("namespace", "local")
+    meta.setdefault("uid", "local")
+    from tfjob_operator.cli.localrun import Runner
+
+    workdir = args.workdir or Path("tfjob-runs") / str(meta.get("name", "job"))
+    entry = shlex.split(args.entrypoint) if args.entrypoint else None
+    runner = Runner(body, workdir, entrypoint=entry, verbose=args.verbose)
+    signal.signal(signal.SIGTERM, _stop)  # stop the children cleanly, as on Ctrl-C
+    # Ctrl-C stops the job even where the shell that started us ignores SIGINT (a background
+    # job of a non-interactive shell): Python keeps an inherited SIG_IGN otherwise.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return runner.run()
+    except KeyboardInterrupt:
+        runner.say("[tfjob] interrupted; every process stopped")
+        return 130

@@ -1,0 +1,266 @@
+"""The few API calls the operator makes besides kopf's watching: apply, patch status, delete.
+
+Children are written with server-side apply under one field manager, so applying the same
+desired objects twice changes nothing, and a conflict with another writer cannot stall us.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import kubernetes
+
+from tfjob_operator.api.spec import GROUP, PLURAL, VERSION
+from tfjob_operator.controller.ratelimit import MAX_RETRIES, TokenBucket, retry_after
+from tfjob_operator.rules import naming
+
+log = logging.getLogger(__name__)
+
+# Every write below, as (API group, resource, verb): the RBAC rules must grant exactly these
+# plus list/watch of what is watched (a test checks rbac.RULES against them).
+WRITES = {
+    ("", "services", "create"),
+    ("", "services", "patch"),  # server-side apply may create
+    ("", "services", "delete"),  # a replica type removed from the spec
+    ("apps", "statefulsets", "create"),
+    ("apps", "statefulsets", "patch"),
+    ("apps", "statefulsets", "delete"),
+    # The job's TensorBoard (spec.tensorboard); deleted when it leaves the spec.
+    ("apps", "deployments", "create"),
+    ("apps", "deployments", "patch"),
+    ("apps", "deployments", "delete"),
+    ("", "persistentvolumeclaims", "create"),
+    (GROUP, f"{PLURAL}/status", "patch"),
+    (GROUP, PLURAL, "delete"),
+    # Gang scheduling (--gang-scheduler): the job's PodGroup, server-side applied.
+    *(
+        (group, "podgroups", verb)
+        for group in ("scheduling.volcano.sh", "scheduling.x-k8s.io")
+        for verb in ("create", "patch")
+    ),
+}
+# Leader election: the operator's own Lease, in its own namespace (a Role, not cluster-wide).
+LEASE_WRITES = {
+    ("coordination.k8s.io", "leases", "get"),
+    ("coordination.k8s.io", "leases", "create"),
+    ("coordination.k8s.io", "leases", "update"),
+}
+# Reads besides the watches: a StatefulSet's FailedCreate events, only while it lacks pods.
+READS = {("", "events", "list")}
+APPLY = "application/apply-patch+yaml"
+# Without leader election every request still says it is the operator's (the audit log shows
+# the user agent); with it, the agent names the replica (`LeaderElector.user_agent`).
+STANDALONE_AGENT = "tfjob-operator/standalone"
+MERGE = "application/merge-patch+json"
+
+
+def uses_kubeconfig() -> bool:
+    """$KUBECONFIG first; the in-cluster service account only inside a pod without one."""
+    return bool(os.environ.get("KUBECONFIG") or not os.environ.get("KUBERNETES_SERVICE_HOST"))
+
+
+def configure_client() -> None:
+    """Point the kubernetes client where a user expects: $KUBECONFIG first, else in-cluster."""
+    if uses_kubeconfig():
+        kubernetes.config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
+    else:
+        kubernetes.config.load_incluster_config()
+
+
+class PoliteApiClient(kubernetes.client.ApiClient):
+    """An API client that waits its turn (the token bucket) before every request, and waits as
+    long as the API server asks when it answers 429 Too Many Requests (API Priority and
+    Fairness rejecting, or --max-requests-inflight), as client-go does."""
+
+    def __init__(self, limiter: TokenBucket | None = None) -> None:
+        super().__init__()
+        self.limiter = limiter
+
+    def call_api(self, *args: Any, **kwargs: Any) -> Any:
+        for attempt in range(MAX_RETRIES + 1):
+            if self.limiter is not None:
+                self.limiter.wait()
+            response = super().call_api(*args, **kwargs)
+            if response.status != 429 or attempt == MAX_RETRIES:
+                return response
+            response.read()  # drain it, so the connection goes back to the pool
+            wait = retry_after(response.headers.get("Retry-After"))
+            log.info("API server busy (429); retrying in %.0fs: %s %s", wait, args[0], args[1])
+            time.sleep(wait)
+        raise AssertionError("unreachable")
+
+
+class MissingAPI(Exception):
+    """A kind the operator was told to use does not exist on this cluster: a setup error that
+    heals once it is installed."""
+
+
+class NotLeader(Exception):
+    """A write refused because this replica does not hold the leader Lease (any more)."""
+
+
+class Kube:
+    """Typed API handles, created once per process.
+
+    Every write first asks `may_write`: with leader election, a replica whose Lease has run
+    out stops writing at once, even in the middle of a reconcile.
+    """
+
+    def __init__(
+        self,
+        may_write: Callable[[], bool] = lambda: True,
+        user_agent: str | None = None,
+        limiter: TokenBucket | None = None,
+    ) -> None:
+        self.may_write = may_write
+        client = PoliteApiClient(limiter)
+        client.user_agent = user_agent or STANDALONE_AGENT
+        self.core = kubernetes.client.CoreV1Api(client)
+        self.apps = kubernetes.client.AppsV1Api(client)
+        self.custom = kubernetes.client.CustomObjectsApi(client)
+        self._apply: dict[str, Callable[..., Any]] = {
+            "Service": self.core.patch_namespaced_service,
+            "StatefulSet": self.apps.patch_namespaced_stateful_set,
+            "Deployment": self.apps.patch_namespaced_deployment,
+        }
+
+    def _fence(self) -> None:
+        if not self.may_write():
+            raise NotLeader("this replica does not hold the leader Lease")
+
+    def apply(self, manifest: dict[str, Any]) -> None:
+        """Server-side apply one child; creates it when missing."""
+        self._fence()
+        meta = manifest["metadata"]
+        if manifest["kind"] == "PersistentVolumeClaim":
+            self._create_claim(manifest)
+            return
+        if manifest["kind"] == "PodGroup":
+            self._apply_pod_group(manifest)
+            return
+        _send(
+            self._apply[manifest["kind"]],
+            meta["name"],
+            meta["namespace"],
+            manifest,
+            field_manager=naming.FIELD_MANAGER,
+            force=True,
+            _content_type=APPLY,
+        )
+
+    def _apply_pod_group(self, manifest: dict[str, Any]) -> None:
+        """A custom resource of the gang scheduler; a 404 means its CRD is not installed."""
+        group, version = manifest["apiVersion"].split("/")
+        meta = manifest["metadata"]
+        try:
+            _send(
+                self.custom.patch_namespaced_custom_object,
+                group,
+                version,
+                meta["namespace"],
+                "podgroups",
+                meta["name"],
+                manifest,
+                field_manager=naming.FIELD_MANAGER,
+                force=True,
+                _content_type=APPLY,
+            )
+        except kubernetes.client.ApiException as e:
+            if e.status != 404:
+                raise
+            raise MissingAPI(
+                f"the PodGroup CRD (podgroups.{group}, {version}) is not installed: install "
+                "the gang scheduler, or run the operator without --gang-scheduler"
+            ) from None
+
+    def _create_claim(self, manifest: dict[str, Any]) -> None:
+        """Claims are created once and never changed: their spec is immutable once bound."""
+        _send(
+            self.core.create_namespaced_persistent_volume_claim,
+            manifest["metadata"]["namespace"],
+            manifest,
+            field_manager=naming.FIELD_MANAGER,
+            unless=409,
+        )
+
+    def scale_to_zero(self, namespace: str, name: str) -> None:
+        """Scale a StatefulSet to 0 without restating its spec (which may be invalid now)."""
+        self._fence()
+        _send(
+            self.apps.patch_namespaced_stateful_set,
+            name,
+            namespace,
+            {"spec": {"replicas": 0}},
+            field_manager=naming.FIELD_MANAGER,
+            _content_type=MERGE,
+            unless=404,
+        )
+
+    def delete_child(self, kind: str, namespace: str, name: str) -> None:
+        self._fence()
+        delete = {
+            "StatefulSet": self.apps.delete_namespaced_stateful_set,
+            "Deployment": self.apps.delete_namespaced_deployment,
+            "Service": self.core.delete_namespaced_service,
+        }[kind]
+        _send(delete, name, namespace, propagation_policy="Background", unless=404)
+
+    def failed_creates(self, namespace: str) -> dict[tuple[str, str], str]:
+        """The newest FailedCreate message of each StatefulSet of a namespace, by (name, uid):
+        why they cannot make their pods. One list for the whole namespace."""
+        selector = "involvedObject.kind=StatefulSet,reason=FailedCreate"
+        events = self.core.list_namespaced_event(namespace, field_selector=selector).items
+        return newest_messages(
+            (
+                (e.involved_object.name, e.involved_object.uid),
+                e.last_timestamp or e.metadata.creation_timestamp,
+                e.message,
+            )
+            for e in events
+        )
+
+    def patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """Merge-patch the status subresource; return the object as stored."""
+        self._fence()
+        stored: Any = self.custom.patch_namespaced_custom_object_status(
+            GROUP, VERSION, namespace, PLURAL, name, {"status": patch}, _content_type=MERGE
+        )
+        return stored
+
+    def delete_job(self, namespace: str, name: str) -> None:
+        """Delete a TFJob; the garbage collector removes its children."""
+        self._fence()
+        try:
+            self.custom.delete_namespaced_custom_object(
+                GROUP, VERSION, namespace, PLURAL, name, propagation_policy="Background"
+            )
+        except kubernetes.client.ApiException as e:
+            if e.status != 404:
+                raise
+
+
+def _send(call: Callable[..., Any], *args: Any, unless: int | None = None, **kwargs: Any) -> None:
+    """One write whose response we do not need: it is read raw (no client models, which saves
+    CPU) so the connection goes back to the pool. An error of status `unless` means done."""
+    try:
+        response = call(*args, _preload_content=False, **kwargs)
+        response.data  # noqa: B018
+    except kubernetes.client.ApiException as e:
+        if e.status != unless:
+            raise
+
+
+def newest_messages(
+    events: Iterable[tuple[tuple[str | None, str | None], Any, str | None]],
+) -> dict[tuple[str, str], str]:
+    """The newest message of each object, from (object, time, message) triples."""
+    newest: dict[tuple[str, str], tuple[Any, str]] = {}
+    for (name, uid), at, message in events:
+        obj = (name or "", uid or "")
+        if message and (obj not in newest or at > newest[obj][0]):
+            newest[obj] = (at, message)
+    return {obj: message for obj, (_, message) in newest.items()}

@@ -1,0 +1,274 @@
+"""kopf wiring, and nothing else: settings, login, indexes, and events that wake a job.
+
+Event handlers are async: they run on the event loop, where the work queue lives.
+
+Every event only marks its TFJob for reconciliation (`workqueue.py`); the reconcile itself
+(`reconcile.py`) reads kopf's indexes, decides with pure functions and applies. These handlers
+keep no progress annotations and add no finalizers, so deleting a TFJob never waits for us.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import dataclasses
+import logging
+import os
+from typing import Any
+
+import kopf
+
+from tfjob_operator.api import podtemplate
+from tfjob_operator.api.spec import GROUP, PLURAL, VERSION
+from tfjob_operator.controller import metrics
+from tfjob_operator.controller.client import (
+    STANDALONE_AGENT,
+    Kube,
+    configure_client,
+    uses_kubeconfig,
+)
+from tfjob_operator.controller.config import OperatorConfig
+from tfjob_operator.controller.leader import LeaderElector
+from tfjob_operator.controller.projections import ChildChanges, job_record
+from tfjob_operator.controller.ratelimit import TokenBucket
+from tfjob_operator.controller.reconcile import Reconciler
+from tfjob_operator.controller.workqueue import WorkQueue
+from tfjob_operator.rules import naming
+from tfjob_operator.rules.pods import observe
+from tfjob_operator.rules.statefulsets import observe_statefulset
+
+OURS = {naming.LABEL_MANAGED_BY: naming.MANAGED_BY}
+# Sent with every watch and list of children: the API server filters, so another tenant's
+# objects never reach the operator.
+OURS_SELECTOR = f"{naming.LABEL_MANAGED_BY}={naming.MANAGED_BY}"
+# What the operator watches besides TFJobs: everything it owns that the rules read or that a
+# deletion must make again. (RBAC: list and watch.)
+OWNED = [
+    ("", "v1", "pods"),
+    ("apps", "v1", "statefulsets"),
+    ("", "v1", "services"),
+    ("", "v1", "persistentvolumeclaims"),
+]
+# Initial lists (at start, and after a watch expires) come in pages of this many objects.
+LIST_PAGE = 500
+LOST_LEASE_EXIT = 3  # the exit status of a replica that lost the leader Lease
+
+
+class _NoDiffBase(kopf.DiffBaseStorage):
+    """No diff-base: kopf builds one (a deep copy of the whole body) on every event of every
+    watched object for its change handlers (on.create/update/...), and we have none. Without
+    one, kopf also stores no last-handled-configuration and clears no progress."""
+
+    def build(self, **_: Any) -> Any:
+        return None
+
+    def fetch(self, **_: Any) -> None:
+        return None
+
+    def store(self, **_: Any) -> None:
+        pass
+
+
+@dataclasses.dataclass
+class _Shared:
+    """What handlers write for each other. kopf hands each object's handlers a shallow copy of
+    the memo made when the object is first seen: a key set there is seen by no other object
+    (nor by the elector's callbacks), while an object that every copy holds is shared."""
+
+    handler_context: contextvars.Context | None = None  # the first handler's, for kopf.event
+
+
+@kopf.on.startup()
+async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any) -> None:
+    """All kopf settings in one place, under our own API group; then, with leader election,
+    the elector starts: until it holds the Lease, this replica watches and keeps its indexes
+    warm but reconciles nothing."""
+    config: OperatorConfig = memo.config
+    settings.persistence.diffbase_storage = _NoDiffBase()
+    settings.posting.level = logging.WARNING  # events are ours to write, not log lines
+    settings.watching.server_timeout = 270
+    settings.watching.client_timeout = 300
+    settings.watching.chunk_size = LIST_PAGE
+    for resource in OWNED:
+        settings.watching.label_selectors[resource] = OURS_SELECTOR
+    # Named namespaces only: kopf neither lists namespaces nor watches CRDs, so the operator
+    # makes no cluster-wide request at all (and needs no ClusterRole).
+    settings.scanning.disabled = config.exact_namespaces
+    settings.networking.request_timeout = 60
+    settings.networking.enforce_retry_after = True  # a 429's Retry-After, as the server asks
+    configure_client()
+    if config.metrics_port:
+        metrics.serve(config.metrics_port)
+    podtemplate.definitions()  # load Kubernetes' schema now, not in the first reconcile
+    limiter = TokenBucket(config.api_qps, config.api_burst)
+    election = config.leader_election
+    memo.elector = None
+    memo.children = ChildChanges()
+    memo.shared = _Shared()
+    if election is None:
+        kube = Kube(limiter=limiter)
+    else:
+        memo.elector = LeaderElector(
+            election.namespace,
+            election.name,
+            election.identity,
+            election.timing,
+            on_leading=lambda: _take_over(memo),
+            on_lost=_exit_on_loss,
+        )
+        kube = Kube(memo.elector.may_write, memo.elector.user_agent, limiter)
+    memo.reconciler = Reconciler(kube, config.cluster_domain, gang=config.gang)
+    _use_indexes(memo.reconciler, kwargs)
+    memo.queue = WorkQueue(memo.reconciler)
+    metrics.watch_states(memo.reconciler.states)
+    if memo.elector is not None:
+        memo.election_task = asyncio.get_running_loop().create_task(memo.elector.guarded())
+
+
+def _take_over(memo: kopf.Memo) -> None:
+    """The Lease is ours: reconcile every job known so far; events bring the rest.
+
+    The reconciles start in the context of a handler that ran (kopf's Event queue lives in
+    context variables that only handlers have): started from the elector's own context, they
+    could write a status but not post its Events."""
+    context = memo.shared.handler_context
+    keys = list(memo.reconciler.jobs)
+    if context is None:
+        return  # no event yet, so no job known yet
+    memo.reconciler.start_first_pass()
+    context.run(lambda: [memo.queue.schedule(key) for key in keys])
+
+
+def _exit_on_loss(why: str) -> None:
+    """A leader that lost its Lease has stopped writing (the fence); it exits, as Kubernetes'
+    own controllers do, and comes back as a standby with nothing stale in memory."""
+    logging.shutdown()
+    os._exit(LOST_LEASE_EXIT)
+
+
+@kopf.on.cleanup()
+async def stop(memo: kopf.Memo, **_: Any) -> None:
+    memo.queue.close()
+    if memo.elector is not None:
+        await memo.elector.stop()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Connection(kopf.ConnectionInfo):
+    """kopf's connection, whose requests say who sends them as our own client's do: one user
+    agent for the whole operator (API Priority and Fairness and audit logs group by it)."""
+
+    user_agent: str = STANDALONE_AGENT
+
+    def as_http_headers(self) -> dict[str, str]:
+        return {**super().as_http_headers(), "User-Agent": self.user_agent}
+
+
+@kopf.on.login()
+def login(memo: kopf.Memo, **kwargs: Any) -> kopf.ConnectionInfo | None:
+    """$KUBECONFIG first, in-cluster second: the same order as `kube.configure_client`."""
+    if uses_kubeconfig():
+        info = kopf.login_with_kubeconfig(memo=memo, **kwargs)
+    else:
+        info = kopf.login_with_service_account(memo=memo, **kwargs)
+    if info is None:
+        return None
+    elector = memo.get("elector")
+    agent = elector.user_agent if elector is not None else STANDALONE_AGENT
+    fields = {f.name: getattr(info, f.name) for f in dataclasses.fields(info)}
+    return _Connection(**fields, user_agent=agent)
+
+
+# Indexers are coroutines: kopf runs a plain function in a thread of its executor, a hop per
+# event that costs more than the function itself. (kopf types `namespace` as optional, for
+# cluster-scoped resources; everything watched here is namespaced, hence the ignores.)
+@kopf.index(GROUP, VERSION, PLURAL)  # type: ignore[arg-type]
+async def tfjobs(body: kopf.Body, namespace: str, name: str, **_: Any) -> dict[Any, Any]:
+    return {(namespace, name): job_record(body)}
+
+
+@kopf.index("pods", labels=OURS)  # type: ignore[arg-type]
+async def tfjob_pods(body: kopf.Body, namespace: str, labels: kopf.Labels, **_: Any) -> Any:
+    obs = observe(dict(body))
+    job = labels.get(naming.LABEL_JOB_NAME)
+    return {(namespace, job): obs} if obs is not None and job else None
+
+
+@kopf.index("apps", "v1", "statefulsets", labels=OURS)  # type: ignore[arg-type]
+async def tfjob_statefulsets(body: kopf.Body, namespace: str, labels: kopf.Labels, **_: Any) -> Any:
+    obs = observe_statefulset(dict(body))
+    job = labels.get(naming.LABEL_JOB_NAME)
+    return {(namespace, job): obs} if obs is not None and job else None
+
+
+def _use_indexes(reconciler: Reconciler, kwargs: dict[str, Any]) -> None:
+    """kopf's live indexes, which every handler receives."""
+    reconciler.jobs, reconciler.pods = kwargs["tfjobs"], kwargs["tfjob_pods"]
+    reconciler.statefulsets = kwargs["tfjob_statefulsets"]
+
+
+def _leading(memo: kopf.Memo) -> bool:
+    return memo.elector is None or memo.elector.leading
+
+
+def _wake(memo: kopf.Memo, key: tuple[str, str], kwargs: dict[str, Any]) -> None:
+    _use_indexes(memo.reconciler, kwargs)
+    if memo.shared.handler_context is None:
+        memo.shared.handler_context = contextvars.copy_context()
+        if _leading(memo):
+            memo.reconciler.start_first_pass()
+    if _leading(memo):
+        memo.queue.schedule(key)
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL)  # type: ignore[arg-type]
+async def job_event(
+    type: str, namespace: str, name: str, meta: kopf.Meta, memo: kopf.Memo, **kwargs: Any
+) -> None:
+    """A TFJob wakes itself, unless the event only brings back our own status write: the
+    reconcile that wrote it has seen everything that write says."""
+    key = (namespace, name)
+    if type == "DELETED" and _leading(memo):
+        metrics.JOBS_DELETED.labels(namespace).inc()
+    if type == "MODIFIED" and memo.reconciler.wrote(key, meta.get("resourceVersion")):
+        _use_indexes(memo.reconciler, kwargs)
+        return
+    _wake(memo, key, kwargs)
+
+
+# Children the rules read, by plural: the index that keeps their observations.
+OBSERVED = {"pods": "tfjob_pods", "statefulsets": "tfjob_statefulsets"}
+
+
+async def owned_event(
+    type: str,
+    namespace: str,
+    uid: str,
+    labels: kopf.Labels,
+    resource: kopf.Resource,
+    memo: kopf.Memo,
+    **kwargs: Any,
+) -> None:
+    """A child wakes its job when what the rules read of it changed; a child deleted by
+    someone else is recreated on that wake-up."""
+    job = labels.get(naming.LABEL_JOB_NAME)
+    if job is None:
+        return
+    key, deleted = (namespace, job), type == "DELETED"
+    if deleted and resource.plural != "pods":
+        memo.reconciler.forget_children(key)
+    index = kwargs.get(OBSERVED.get(resource.plural, ""))
+    observation = (
+        None if index is None else next((o for o in index.get(key, ()) if o.uid == uid), None)
+    )
+    if memo.children.changed(uid, observation, deleted):
+        _wake(memo, key, kwargs)
+
+
+for _group, _version, _plural in OWNED:
+    kopf.on.event(_group, _version, _plural, labels=OURS, id=f"owned-{_plural}")(owned_event)  # type: ignore[arg-type]
+
+
+@kopf.on.probe(id="tfjobs")
+async def count_jobs(**kwargs: Any) -> int:
+    return len(kwargs["tfjobs"])

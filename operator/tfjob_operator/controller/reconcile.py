@@ -1,0 +1,404 @@
+"""One reconcile of one TFJob: read from kopf's indexes, decide (pure), then apply.
+
+This is the only place that turns a `Decision` into API calls. It is safe to run twice, after a
+crash or a conflict: children are server-side applied, the status is a merge patch computed
+against the stored status, and the decision itself depends only on what is observed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import kopf
+import kubernetes
+import urllib3
+
+from tfjob_operator.controller import metrics
+from tfjob_operator.controller.client import Kube, MissingAPI, NotLeader
+from tfjob_operator.controller.projections import job_record
+from tfjob_operator.controller.workqueue import RetryableError
+from tfjob_operator.rules import status as st
+from tfjob_operator.rules.gang import Gang
+from tfjob_operator.rules.lifecycle import Decision, JobView, decide
+from tfjob_operator.rules.pods import PodObservation
+from tfjob_operator.rules.statefulsets import StatefulSetObservation, lacking
+
+log = logging.getLogger(__name__)
+
+JobKey = tuple[str, str]  # (namespace, name)
+
+# A failure that lasts this many attempts, or this long, goes into the job's status.
+PERSISTENT_ATTEMPTS = 5
+PERSISTENT_SECONDS = 30.0
+# A StatefulSet that still lacks pods after the grace period is looked at for FailedCreate
+# events, and again this often while it lacks them.
+CREATE_GRACE_SECONDS = 10.0
+CREATE_CHECK_SECONDS = 10.0
+# One list of a namespace's FailedCreate events serves every job there that looks within this
+# many seconds: 1000 jobs waiting on a slow controller cost one list, not 1000.
+FAILED_CREATE_SHARED_SECONDS = 2.0
+# A status write that changes only pod counts waits this long, so that the pods of a job that
+# come up (or go away) together cost one write.
+COUNTS_DELAY_SECONDS = 1.0
+# Server errors that no retry can heal: the spec makes something Kubernetes will not take.
+TERMINAL_STATUSES = {400, 413, 422}
+TERMINAL_MESSAGES = ("failed to create typed patch object", "request is too large")
+# Failures of the API or the network, whose message says it all: no traceback in the log.
+RETRYABLE = (kubernetes.client.ApiException, urllib3.exceptions.HTTPError, OSError)
+
+
+def is_terminal(e: kubernetes.client.ApiException) -> bool:
+    """A refusal that only a spec change can heal (a 4xx, a typed-patch 500, too large)."""
+    message = _api_message(e)
+    return e.status in TERMINAL_STATUSES or any(m in message for m in TERMINAL_MESSAGES)
+
+
+@dataclass
+class _Failing:
+    """A job whose reconciles keep failing: since when, how often, and whether it is said."""
+
+    since: float
+    attempts: int = 0
+    reported: bool = False
+
+
+@dataclass
+class Reconciler:
+    kube: Kube
+    cluster_domain: str
+    gang: Gang | None = None
+    jobs: Mapping[JobKey, Any] = field(default_factory=dict)  # kopf index: key -> [body]
+    pods: Mapping[JobKey, Any] = field(default_factory=dict)  # kopf index: key -> [observation]
+    statefulsets: Mapping[JobKey, Any] = field(default_factory=dict)  # kopf index: key -> [obs]
+    # A digest of what we last applied per job, so unchanged children are not re-sent on every
+    # pod event (the digest, not the children's JSON: kilobytes a job).
+    _applied: dict[JobKey, bytes] = field(default_factory=dict)
+    # Our last status write per job: (the resourceVersions it supersedes, object it produced).
+    # Until the watch delivers our own writes, the index holds one of the older objects.
+    _written: dict[JobKey, tuple[frozenset[str], dict[str, Any]]] = field(default_factory=dict)
+    # Jobs whose pod counts changed alone: when that change is written at the latest.
+    _counts_due: dict[JobKey, float] = field(default_factory=dict)
+    # Each namespace's FailedCreate events, by StatefulSet (name, uid): (listed when, list).
+    _failed_creates: dict[str, tuple[float, asyncio.Future[dict[tuple[str, str], str]]]] = field(
+        default_factory=dict
+    )
+    # Parsed specs by job, for the generation they were read from (parsing is not free).
+    _views: dict[JobKey, tuple[tuple[Any, ...], JobView]] = field(default_factory=dict)
+    _failing: dict[JobKey, _Failing] = field(default_factory=dict)
+    # Jobs whose StatefulSets lack pods: (since when, FailedCreate messages, last looked at).
+    _create_checked: dict[JobKey, tuple[float, dict[str, str], float | None]] = field(
+        default_factory=dict
+    )
+    # Each job's state as last written, for the jobs-by-state gauge.
+    _states: dict[JobKey, str] = field(default_factory=dict)
+    # After a start or a take-over: the jobs not yet looked at, and since when.
+    _first_pass: tuple[set[JobKey], float, int] | None = None
+
+    def start_first_pass(self) -> None:
+        """Count the jobs known now until each has been reconciled once, then say how long
+        that took (`first_pass_done`)."""
+        known = set(self.jobs)
+        self._first_pass = (known, time.monotonic(), len(known))
+        if not known:
+            self._first_pass = None
+            metrics.FIRST_PASS_SECONDS.set(0.0)
+
+    def _looked_at(self, key: JobKey) -> None:
+        if self._first_pass is None:
+            return
+        left, since, known = self._first_pass
+        left.discard(key)
+        if not left:
+            self._first_pass = None
+            seconds = time.monotonic() - since
+            metrics.FIRST_PASS_SECONDS.set(seconds)
+            log.info(
+                "first pass: all %d TFJobs known at the start looked at in %.2fs", known, seconds
+            )
+
+    def states(self) -> list[tuple[str, str]]:
+        """(namespace, state) of every job this replica reconciles (read at scrape time, from
+        another thread: one C-level copy of the dict)."""
+        return [(key[0], state) for key, state in list(self._states.items())]
+
+    def wrote(self, key: JobKey, resource_version: str | None) -> bool:
+        """Whether this version of the job is the one our last status write produced."""
+        written = self._written.get(key)
+        return (
+            written is not None
+            and resource_version is not None
+            and written[1]["metadata"].get("resourceVersion") == resource_version
+        )
+
+    def forget_children(self, key: JobKey) -> None:
+        """A child was deleted behind our back: apply everything again next time."""
+        self._applied.pop(key, None)
+
+    def _current_body(self, key: JobKey) -> dict[str, Any] | None:
+        bodies = list(self.jobs.get(key, []))
+        if not bodies:
+            for cache in (
+                self._applied,
+                self._written,
+                self._views,
+                self._failing,
+                self._create_checked,
+                self._states,
+                self._counts_due,
+            ):
+                cache.pop(key, None)
+            return None
+        body = bodies[0]
+        written = self._written.get(key)
+        if written is not None:
+            superseded, result = written
+            if body["metadata"].get("resourceVersion") in superseded:
+                return result
+            del self._written[key]
+        return body
+
+    def _view(self, key: JobKey, body: dict[str, Any]) -> JobView:
+        """The job's view; the spec is parsed again only when its generation changes."""
+        meta = body["metadata"]
+        stamp = (meta.get("uid"), meta.get("generation"), meta.get("name"))
+        cached = self._views.get(key)
+        if cached is not None and cached[0] == stamp and meta.get("generation") is not None:
+            return cached[1].with_status(dict(body.get("status") or {}))
+        view = JobView.from_body(body)
+        self._views[key] = (stamp, view)
+        return view
+
+    async def __call__(self, key: JobKey) -> float | None:
+        if not self.kube.may_write():
+            return None  # a standby, or a leader whose Lease has run out: not ours to touch
+        try:
+            return await self._timed(key)
+        finally:
+            self._looked_at(key)
+
+    async def _timed(self, key: JobKey) -> float | None:
+        with metrics.RECONCILE_SECONDS.time():
+            try:
+                delay = await self._reconcile(key)
+            except NotLeader:
+                log.info("%s/%s: reconcile stopped: the leader Lease is not ours", *key)
+                return None
+            except MissingAPI as e:
+                # Nothing to retry quickly, nothing to wait for: say it now, and look again.
+                metrics.RECONCILES.labels("error").inc()
+                await self._persisting(key, str(e), at_once=True)
+                raise RetryableError(str(e)) from None
+            except Exception as e:
+                metrics.RECONCILES.labels("error").inc()
+                message = (
+                    f"{e.status} {e.reason}: {_api_message(e)}"
+                    if isinstance(e, kubernetes.client.ApiException)
+                    else f"{type(e).__name__}: {e}"
+                )
+                if isinstance(e, kubernetes.client.ApiException) and _namespace_going(e):
+                    log.debug("%s/%s: namespace is being deleted; nothing to do", *key)
+                    return None
+                await self._persisting(key, message)
+                if isinstance(e, RETRYABLE):
+                    raise RetryableError(message) from None
+                raise  # a bug of ours: logged with its traceback
+        metrics.RECONCILES.labels("ok").inc()
+        return delay
+
+    async def _persisting(self, key: JobKey, message: str, *, at_once: bool = False) -> None:
+        """Count a failed reconcile; once it persists (`at_once`: a setup error, which does
+        from the start), say so in the job's status, once."""
+        now = time.monotonic()
+        failing = self._failing.setdefault(key, _Failing(since=now))
+        failing.attempts += 1
+        lasting = (
+            at_once
+            or failing.attempts >= PERSISTENT_ATTEMPTS
+            or now - failing.since >= PERSISTENT_SECONDS
+        )
+        if failing.reported or not lasting:
+            return
+        body = self._current_body(key)
+        if body is None:
+            return
+        view = self._view(key, body)
+        decision = decide(
+            view,
+            self.pods.get(key, []),
+            datetime.now(UTC),
+            self.cluster_domain,
+            statefulsets=list(self.statefulsets.get(key, [])),
+            error=message[:500],
+            gang=self.gang,
+        )
+        try:
+            await self._write(key, body, decision)
+            failing.reported = True
+        except Exception as e:
+            log.warning("%s/%s: cannot report the reconcile error in status: %s", *key, e)
+
+    async def _reconcile(self, key: JobKey) -> float | None:
+        body = self._current_body(key)
+        if body is None or body["metadata"].get("deletionTimestamp"):
+            return None
+        observed: list[PodObservation] = list(self.pods.get(key, []))
+        sets: list[StatefulSetObservation] = list(self.statefulsets.get(key, []))
+        view, now = self._view(key, body), datetime.now(UTC)
+        failures, recheck = await self._create_failures(key, view, observed, sets)
+        decision = decide(
+            view,
+            observed,
+            now,
+            self.cluster_domain,
+            statefulsets=sets,
+            create_failures=failures,
+            gang=self.gang,
+        )
+
+        fingerprint = hashlib.blake2b(
+            json.dumps(decision.children, sort_keys=True).encode(), digest_size=16
+        ).digest()
+        if self._applied.get(key) != fingerprint:
+            try:
+                await asyncio.to_thread(self._apply_all, decision.children)
+            except kubernetes.client.ApiException as e:
+                if not is_terminal(e):
+                    raise
+                # Kubernetes refuses what the spec makes (a port out of range, a field its
+                # version does not know, an object too large): the spec is invalid, and sending
+                # the same children again would be refused again.
+                problem = f"Kubernetes refused a child: {_api_message(e)}"
+                decision = decide(
+                    view.refused(problem),
+                    observed,
+                    now,
+                    self.cluster_domain,
+                    statefulsets=sets,
+                    gang=self.gang,
+                )
+            self._applied[key] = fingerprint
+        if decision.scale_down or decision.delete_children:
+            await asyncio.to_thread(self._converge, key[0], decision)
+
+        counts_wait = self._counts_wait(key, decision)
+        if counts_wait is None:
+            await self._write(key, body, decision)
+        self._failing.pop(key, None)
+
+        if decision.delete_job:
+            log.info("%s/%s: ttlSecondsAfterFinished passed; deleting", *key)
+            await asyncio.to_thread(self.kube.delete_job, *key)
+            return None
+        delays = [d for d in (decision.requeue_after, recheck, counts_wait) if d is not None]
+        return min(delays) if delays else None
+
+    def _counts_wait(self, key: JobKey, decision: Decision) -> float | None:
+        """Seconds a patch of pod counts alone may still wait; None when it is written now."""
+        if not st.counts_only(decision.patch):
+            self._counts_due.pop(key, None)
+            return None
+        now = time.monotonic()
+        due = self._counts_due.setdefault(key, now + COUNTS_DELAY_SECONDS)
+        if now >= due:
+            del self._counts_due[key]
+            return None
+        return due - now
+
+    async def _write(self, key: JobKey, body: dict[str, Any], decision: Decision) -> None:
+        """The status patch, then the events it announces and the job metrics it moves."""
+        if decision.patch:
+            try:
+                result = await asyncio.to_thread(
+                    self.kube.patch_status, key[0], key[1], decision.patch
+                )
+            except kubernetes.client.ApiException as e:
+                if e.status == 404:
+                    return  # deleted meanwhile
+                raise
+            # The index may still show any object our earlier writes replaced: all of them are
+            # older than this result.
+            earlier = self._written.get(key)
+            superseded = earlier[0] if earlier is not None and earlier[1] is body else frozenset()
+            rv = body["metadata"].get("resourceVersion", "")
+            self._written[key] = (superseded | {rv}, job_record(result))
+            metrics.STATUS_WRITES.inc()
+            metrics.record(key[0], body.get("status") or {}, decision.status)
+        self._states[key] = st.state(decision.status)
+        if decision.events and not self.kube.may_write():
+            raise NotLeader("the leader Lease ran out before the events were posted")
+        for type_, reason, message in decision.events:
+            # kopf reads only the identity of what it is given; a plain dict serves.
+            kopf.event(body, type=type_, reason=reason, message=message)  # type: ignore[arg-type]
+            metrics.TRANSITIONS.labels(reason).inc()
+            log.info("%s/%s: %s: %s", key[0], key[1], reason, message)
+
+    async def _create_failures(
+        self,
+        key: JobKey,
+        view: JobView,
+        pods: list[PodObservation],
+        sets: list[StatefulSetObservation],
+    ) -> tuple[dict[str, str], float | None]:
+        """FailedCreate messages of StatefulSets that lack pods, and when to look again.
+
+        A StatefulSet lacks pods for a moment after it is made or scaled up; only one that
+        still lacks them after a grace period is looked at, at most every few seconds per
+        job: a healthy job costs no call.
+        """
+        short = lacking(key[1], sets, pods) if view.spec is not None else []
+        if not short:
+            self._create_checked.pop(key, None)
+            return {}, None
+        now = time.monotonic()
+        since, failures, checked_at = self._create_checked.setdefault(key, (now, {}, None))
+        due = max(since + CREATE_GRACE_SECONDS, (checked_at or 0.0) + CREATE_CHECK_SECONDS)
+        if now < due:
+            return failures, due - now
+        listed = await self._namespace_failed_creates(key[0])
+        failures = {c.name: listed[(c.name, c.uid)] for c in short if (c.name, c.uid) in listed}
+        self._create_checked[key] = (since, failures, now)
+        return failures, CREATE_CHECK_SECONDS
+
+    async def _namespace_failed_creates(self, namespace: str) -> dict[tuple[str, str], str]:
+        """The namespace's FailedCreate messages by StatefulSet, from one list shared by every
+        job of the namespace that looks within a moment (a list under way included)."""
+        now = time.monotonic()
+        shared = self._failed_creates.get(namespace)
+        if shared is not None and now - shared[0] < FAILED_CREATE_SHARED_SECONDS:
+            future = shared[1]
+            failed = future.done() and (future.cancelled() or future.exception() is not None)
+            if not failed:
+                return await asyncio.shield(future)
+        task = asyncio.ensure_future(asyncio.to_thread(self.kube.failed_creates, namespace))
+        self._failed_creates[namespace] = (now, task)
+        return await asyncio.shield(task)
+
+    def _apply_all(self, children: list[dict[str, Any]]) -> None:
+        for child in children:
+            self.kube.apply(child)
+
+    def _converge(self, namespace: str, decision: Decision) -> None:
+        for name in decision.scale_down:
+            self.kube.scale_to_zero(namespace, name)
+        for kind, name in decision.delete_children:
+            log.info("%s: deleting %s %s: it left the spec", namespace, kind, name)
+            self.kube.delete_child(kind, namespace, name)
+
+
+def _namespace_going(e: kubernetes.client.ApiException) -> bool:
+    return e.status == 403 and "being terminated" in _api_message(e)
+
+
+def _api_message(e: kubernetes.client.ApiException) -> str:
+    try:
+        return json.loads(e.body or "{}").get("message") or str(e.reason)
+    except (ValueError, AttributeError):
+        return str(e.body or e.reason)

@@ -1,0 +1,295 @@
+"""The Kubernetes objects a TFJob owns, built from its spec: pure functions, no API calls."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+from tfjob_operator.api.spec import (
+    API_VERSION,
+    DEFAULT_CONTAINER_NAME,
+    DEFAULT_PORT,
+    DEFAULT_PORT_NAME,
+    KIND,
+    ReplicaType,
+    TFJobSpec,
+)
+from tfjob_operator.rules import naming, tfconfig
+from tfjob_operator.rules.gang import Gang, join, pod_group
+
+Manifest = dict[str, Any]
+
+ENV_JOB_NAME = "TFJOB_NAME"
+ENV_REPLICA_TYPE = "TFJOB_REPLICA_TYPE"
+ENV_CHECKPOINT_DIR = "TFJOB_CHECKPOINT_DIR"
+OPERATOR_ENV = {
+    tfconfig.ENV_TASK_INDEX,
+    tfconfig.ENV_TF_CONFIG,
+    ENV_JOB_NAME,
+    ENV_REPLICA_TYPE,
+    ENV_CHECKPOINT_DIR,
+}
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """Identity of the TFJob that owns the children."""
+
+    name: str
+    namespace: str
+    uid: str
+
+    def owner_reference(self) -> dict[str, Any]:
+        return {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "name": self.name,
+            "uid": self.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+
+
+def _metadata(job: JobRef, name: str, rt: ReplicaType | None) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": job.namespace,
+        "labels": naming.child_labels(job.name, rt),
+        "ownerReferences": [job.owner_reference()],
+    }
+
+
+def tensorflow_container_index(template: dict[str, Any]) -> int:
+    """The container that gets TF_CONFIG: the one named 'tensorflow', or the only one."""
+    containers = template["spec"]["containers"]
+    for i, c in enumerate(containers):
+        if c.get("name") == DEFAULT_CONTAINER_NAME:
+            return i
+    return 0
+
+
+def replica_port(template: dict[str, Any]) -> int:
+    """The port TensorFlow serves on: the container port named tfjob-port, or 2222."""
+    container = template["spec"]["containers"][tensorflow_container_index(template)]
+    for p in container.get("ports") or []:
+        if p.get("name") == DEFAULT_PORT_NAME:
+            return int(p["containerPort"])
+    return DEFAULT_PORT
+
+
+def _is_default_port(port: dict[str, Any]) -> bool:
+    """A user's own port 2222/TCP is TensorFlow's, whatever its name: reused, not doubled."""
+    return port.get("containerPort") == DEFAULT_PORT and port.get("protocol", "TCP") == "TCP"
+
+
+def check_additions(spec: TFJobSpec) -> tuple[list[str], list[str]]:
+    """(problems, warnings) where what the operator adds meets what the user wrote.
+
+    The operator's env (TF_CONFIG, ...) replaces the user's, with a warning. The checkpoint
+    volume's name and mount path are the operator's: a user volume or mount there is refused,
+    because either one would silently lose the other.
+    """
+    problems: list[str] = []
+    warnings: list[str] = []
+    for rt, rs in spec.replicas().items():
+        path = f"spec.tfReplicaSpecs.{rt.value}.template.spec"
+        i = tensorflow_container_index(rs.template)
+        container = rs.template["spec"]["containers"][i]
+        for j, e in enumerate(container.get("env") or []):
+            if e.get("name") in OPERATOR_ENV:
+                warnings.append(
+                    f"{path}.containers[{i}].env[{j}]: {e['name']} is set by the operator; "
+                    "the value given here is replaced"
+                )
+        if spec.checkpoint is None or rt is ReplicaType.PS:
+            continue
+        mount = spec.checkpoint.mount_path.rstrip("/") or "/"
+        for j, m in enumerate(container.get("volumeMounts") or []):
+            if (m.get("mountPath") or "").rstrip("/") == mount:
+                problems.append(
+                    f"{path}.containers[{i}].volumeMounts[{j}]: {mount} is where the checkpoint "
+                    "volume goes (spec.checkpoint.mountPath); mount this volume elsewhere, or "
+                    "set another spec.checkpoint.mountPath"
+                )
+        for j, v in enumerate(rs.template["spec"].get("volumes") or []):
+            if v.get("name") == naming.CHECKPOINT_VOLUME:
+                problems.append(
+                    f"{path}.volumes[{j}]: the name {naming.CHECKPOINT_VOLUME} is the "
+                    "operator's checkpoint volume; rename this volume"
+                )
+    return problems, warnings
+
+
+def replica_ports(spec: TFJobSpec) -> dict[ReplicaType, int]:
+    return {rt: replica_port(rs.template) for rt, rs in spec.replicas().items()}
+
+
+def cluster_for(job: JobRef, spec: TFJobSpec, cluster_domain: str) -> dict[str, list[str]]:
+    replicas = {rt: rs.replicas for rt, rs in spec.replicas().items()}
+    return tfconfig.cluster_spec(
+        job.name, job.namespace, replicas, replica_ports(spec), cluster_domain
+    )
+
+
+def service(job: JobRef, rt: ReplicaType, port: int) -> Manifest:
+    """Headless Service that gives each pod of a replica type a stable DNS name."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(job, naming.replica_name(job.name, rt), rt),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": naming.selector_labels(job.name, rt),
+            "ports": [
+                {"name": DEFAULT_PORT_NAME, "port": port, "targetPort": port, "protocol": "TCP"}
+            ],
+        },
+    }
+
+
+def _operator_env(
+    job: JobRef, rt: ReplicaType, tf_config: str, checkpoint_dir: str | None
+) -> list[dict[str, Any]]:
+    env: list[dict[str, Any]] = [
+        {
+            "name": tfconfig.ENV_TASK_INDEX,
+            "valueFrom": {
+                "fieldRef": {"fieldPath": f"metadata.labels['{naming.LABEL_POD_INDEX}']"}
+            },
+        },
+        {"name": tfconfig.ENV_TF_CONFIG, "value": tf_config},
+        {"name": ENV_JOB_NAME, "value": job.name},
+        {"name": ENV_REPLICA_TYPE, "value": rt.task_type},
+    ]
+    if checkpoint_dir is not None:
+        env.append({"name": ENV_CHECKPOINT_DIR, "value": checkpoint_dir})
+    return env
+
+
+def pod_template(
+    job: JobRef,
+    rt: ReplicaType,
+    template: dict[str, Any],
+    tf_config: str,
+    checkpoint: tuple[str, str] | None,
+) -> dict[str, Any]:
+    """The user's pod template plus what the operator must add, and nothing else.
+
+    `checkpoint` is (claim name, mount path) when this replica type mounts the volume.
+    """
+    tpl = copy.deepcopy(template)
+    meta = tpl.setdefault("metadata", {})
+    meta.pop("creationTimestamp", None)
+    meta["labels"] = {**(meta.get("labels") or {}), **naming.child_labels(job.name, rt)}
+    spec = tpl["spec"]
+    # StatefulSets accept only Always; the replica's restartPolicy is enforced by the operator.
+    spec["restartPolicy"] = "Always"
+    container = spec["containers"][tensorflow_container_index(tpl)]
+
+    user_env = [e for e in container.get("env") or [] if e.get("name") not in OPERATOR_ENV]
+    mount_path = checkpoint[1] if checkpoint else None
+    container["env"] = _operator_env(job, rt, tf_config, mount_path) + user_env
+
+    ports = container.setdefault("ports", [])
+    if not any(p.get("name") == DEFAULT_PORT_NAME or _is_default_port(p) for p in ports):
+        ports.append({"name": DEFAULT_PORT_NAME, "containerPort": DEFAULT_PORT, "protocol": "TCP"})
+
+    if checkpoint is not None:
+        claim, path = checkpoint
+        volumes = [
+            v for v in spec.get("volumes") or [] if v.get("name") != naming.CHECKPOINT_VOLUME
+        ]
+        spec["volumes"] = [
+            *volumes,
+            {"name": naming.CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": claim}},
+        ]
+        mounts = [
+            m
+            for m in container.get("volumeMounts") or []
+            if m.get("name") != naming.CHECKPOINT_VOLUME
+        ]
+        container["volumeMounts"] = [*mounts, {"name": naming.CHECKPOINT_VOLUME, "mountPath": path}]
+    return tpl
+
+
+def statefulset(job: JobRef, rt: ReplicaType, replicas: int, template: dict[str, Any]) -> Manifest:
+    """One StatefulSet per replica type: stable pod names, all pods started at once."""
+    name = naming.replica_name(job.name, rt)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": _metadata(job, name, rt),
+        "spec": {
+            "replicas": replicas,
+            "serviceName": name,
+            "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": naming.selector_labels(job.name, rt)},
+            "template": template,
+        },
+    }
+
+
+def checkpoint_claim(job: JobRef, spec: TFJobSpec) -> Manifest | None:
+    """The PVC the operator creates when spec.checkpoint.storage is set."""
+    if spec.checkpoint is None or spec.checkpoint.storage is None:
+        return None
+    storage = spec.checkpoint.storage
+    claim_spec: dict[str, Any] = {
+        "accessModes": list(storage.access_modes),
+        "resources": {"requests": {"storage": storage.size}},
+    }
+    if storage.storage_class_name is not None:
+        claim_spec["storageClassName"] = storage.storage_class_name
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": _metadata(job, naming.checkpoint_claim_name(job.name), None),
+        "spec": claim_spec,
+    }
+
+
+def checkpoint_mount(job: JobRef, spec: TFJobSpec, rt: ReplicaType) -> tuple[str, str] | None:
+    """(claim, mount path) for replica types that train; parameter servers get none."""
+    if spec.checkpoint is None or rt is ReplicaType.PS:
+        return None
+    claim = spec.checkpoint.claim_name or naming.checkpoint_claim_name(job.name)
+    return claim, spec.checkpoint.mount_path
+
+
+def desired_children(
+    job: JobRef,
+    spec: TFJobSpec,
+    cluster_domain: str,
+    *,
+    scaled_down: bool = False,
+    gang: Gang | None = None,
+) -> list[Manifest]:
+    """Everything the job owns, in creation order: claim, Services, PodGroup, StatefulSets.
+
+    `scaled_down` keeps every StatefulSet at 0 pods (finished or suspended jobs); `gang`
+    makes the pods one PodGroup of that gang scheduler.
+    """
+    cluster = cluster_for(job, spec, cluster_domain)
+    ports = replica_ports(spec)
+    children: list[Manifest] = []
+    claim = checkpoint_claim(job, spec)
+    if claim is not None:
+        children.append(claim)
+    replicas = spec.replicas()
+    children.extend(service(job, rt, ports[rt]) for rt in replicas)
+    if gang is not None:
+        children.append(pod_group(gang, job, spec))
+    for rt, rs in replicas.items():
+        template = pod_template(
+            job,
+            rt,
+            rs.template,
+            tfconfig.tf_config_template(cluster, rt),
+            checkpoint_mount(job, spec, rt),
+        )
+        if gang is not None:
+            join(gang, job.name, template)
+        children.append(statefulset(job, rt, 0 if scaled_down else rs.replicas, template))
+    return children

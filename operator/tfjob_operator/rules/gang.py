@@ -1,0 +1,181 @@
+"""Gang scheduling: the PodGroup a gang scheduler places as a whole, and what the pods carry
+to join it. Pure functions of the spec, like every other child.
+
+Two schedulers are supported, each with its own PodGroup kind:
+- Volcano: `scheduling.volcano.sh/v1beta1` PodGroup; pods name it in the annotation
+  `scheduling.k8s.io/group-name` and set `schedulerName: volcano`.
+- scheduler-plugins coscheduling: `scheduling.x-k8s.io/v1alpha1` PodGroup; pods carry the
+  label `scheduling.x-k8s.io/pod-group` and set the scheduler's name (by default
+  `scheduler-plugins-scheduler`, as its Helm chart installs it).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from tfjob_operator.api.quantity import parse_quantity
+from tfjob_operator.api.spec import ReplicaType, SchedulingPolicy, TFJobSpec
+from tfjob_operator.rules import naming
+
+Manifest = dict[str, Any]
+
+VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
+
+
+class Scheduler(enum.StrEnum):
+    VOLCANO = "volcano"
+    SCHEDULER_PLUGINS = "scheduler-plugins"
+
+    @property
+    def api(self) -> tuple[str, str, str]:
+        """(group, version, plural) of its PodGroup."""
+        if self is Scheduler.VOLCANO:
+            return ("scheduling.volcano.sh", "v1beta1", "podgroups")
+        return ("scheduling.x-k8s.io", "v1alpha1", "podgroups")
+
+    @property
+    def default_name(self) -> str:
+        """The schedulerName its usual install registers."""
+        return "volcano" if self is Scheduler.VOLCANO else "scheduler-plugins-scheduler"
+
+
+@dataclass(frozen=True)
+class Gang:
+    """The operator's gang-scheduling setting: which scheduler, under which schedulerName."""
+
+    scheduler: Scheduler
+    scheduler_name: str = ""
+
+    @property
+    def pod_scheduler(self) -> str:
+        return self.scheduler_name or self.scheduler.default_name
+
+    @property
+    def crd(self) -> str:
+        group, _, plural = self.scheduler.api
+        return f"{plural}.{group}"
+
+
+# Pods counted first when minAvailable is below the job's size: the ones training needs.
+_ORDER = (ReplicaType.CHIEF, ReplicaType.MASTER, ReplicaType.PS, ReplicaType.WORKER)
+
+
+def gang_pods(spec: TFJobSpec) -> list[tuple[ReplicaType, dict[str, Any]]]:
+    """One (replica type, template) per pod that belongs in the gang: every pod but the
+    Evaluator, which only reads checkpoints and must not hold the others back."""
+    replicas = spec.replicas()
+    return [
+        (rt, replicas[rt].template)
+        for rt in _ORDER
+        if rt in replicas
+        for _ in range(replicas[rt].replicas)
+    ]
+
+
+def min_available(spec: TFJobSpec) -> int:
+    policy = spec.run_policy.scheduling_policy or SchedulingPolicy()
+    if policy.min_available is not None:
+        return policy.min_available
+    return len(gang_pods(spec))
+
+
+def _requests(template: dict[str, Any]) -> dict[str, Decimal]:
+    """A pod's requests as the scheduler counts them: requests, else limits, summed over its
+    containers (init containers run one at a time: the largest of them counts)."""
+    spec = template.get("spec") or {}
+    total: dict[str, Decimal] = {}
+    for c in spec.get("containers") or []:
+        res = c.get("resources") or {}
+        for name, qty in ((res.get("limits") or {}) | (res.get("requests") or {})).items():
+            total[name] = total.get(name, Decimal(0)) + parse_quantity(qty)
+    for c in spec.get("initContainers") or []:
+        res = c.get("resources") or {}
+        for name, qty in ((res.get("limits") or {}) | (res.get("requests") or {})).items():
+            total[name] = max(total.get(name, Decimal(0)), parse_quantity(qty))
+    return total
+
+
+def format_quantity(value: Decimal) -> str:
+    """A quantity Kubernetes reads back exactly: whole numbers plain, the rest in milli-units."""
+    if value == value.to_integral_value():
+        return str(int(value))
+    return f"{int((value * 1000).to_integral_value())}m"
+
+
+def min_resources(spec: TFJobSpec) -> dict[str, str]:
+    """What the gang needs free: the policy's minResources, else the requests of the first
+    minAvailable pods (Chief, PS, then Workers)."""
+    policy = spec.run_policy.scheduling_policy or SchedulingPolicy()
+    if policy.min_resources is not None:
+        return {k: str(v) for k, v in policy.min_resources.items()}
+    total: dict[str, Decimal] = {}
+    for _, template in gang_pods(spec)[: min_available(spec)]:
+        for name, qty in _requests(template).items():
+            total[name] = total.get(name, Decimal(0)) + qty
+    return {name: format_quantity(q) for name, q in sorted(total.items()) if q}
+
+
+def pod_group(gang: Gang, job: Any, spec: TFJobSpec) -> Manifest:
+    """The job's PodGroup for `gang.scheduler`; `job` is the owning JobRef."""
+    policy = spec.run_policy.scheduling_policy or SchedulingPolicy()
+    group, version, _ = gang.scheduler.api
+    body: dict[str, Any] = {"minMember": min_available(spec)}
+    resources = min_resources(spec)
+    if resources:
+        body["minResources"] = resources
+    if gang.scheduler is Scheduler.VOLCANO:
+        if policy.queue:
+            body["queue"] = policy.queue
+        if policy.priority_class:
+            body["priorityClassName"] = policy.priority_class
+    elif policy.schedule_timeout_seconds is not None:
+        body["scheduleTimeoutSeconds"] = policy.schedule_timeout_seconds
+    return {
+        "apiVersion": f"{group}/{version}",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": naming.pod_group_name(job.name),
+            "namespace": job.namespace,
+            "labels": naming.child_labels(job.name),
+            "ownerReferences": [job.owner_reference()],
+        },
+        "spec": body,
+    }
+
+
+def ignored_fields(gang: Gang | None, spec: TFJobSpec) -> list[str]:
+    """schedulingPolicy fields the chosen scheduler has no place for, for a warning."""
+    policy = spec.run_policy.scheduling_policy
+    if policy is None:
+        return []
+    path = "spec.runPolicy.schedulingPolicy"
+    if gang is None:
+        return [
+            f"{path}: the operator runs without a gang scheduler (--gang-scheduler), so the "
+            "pods are scheduled one by one"
+        ]
+    unused = (
+        [("scheduleTimeoutSeconds", policy.schedule_timeout_seconds)]
+        if gang.scheduler is Scheduler.VOLCANO
+        else [("queue", policy.queue), ("priorityClass", policy.priority_class)]
+    )
+    return [
+        f"{path}.{name}: {gang.scheduler.value} has no such setting; ignored"
+        for name, value in unused
+        if value is not None
+    ]
+
+
+def join(gang: Gang, job: str, template: dict[str, Any]) -> None:
+    """Make a pod template (already our own copy) join the job's gang."""
+    meta = template.setdefault("metadata", {})
+    group = naming.pod_group_name(job)
+    if gang.scheduler is Scheduler.VOLCANO:
+        meta["annotations"] = {**(meta.get("annotations") or {}), VOLCANO_GROUP_ANNOTATION: group}
+    else:
+        meta["labels"] = {**(meta.get("labels") or {}), COSCHEDULING_LABEL: group}
+    template["spec"]["schedulerName"] = gang.pod_scheduler

@@ -1,0 +1,159 @@
+"""What the operator reads from a pod: the TensorFlow container's exits, nothing more.
+
+StatefulSet pods always restart, so a pod's phase never says how training went. The truth is in
+the container's `state.terminated`, `lastState.terminated` and `restartCount`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from tfjob_operator.api.spec import ReplicaType
+from tfjob_operator.rules import naming
+from tfjob_operator.rules.children import tensorflow_container_index
+
+
+@dataclass(frozen=True)
+class Exit:
+    code: int
+    reason: str = ""
+
+
+# Waiting reasons on the normal way to running, or in a restart backoff that the exits already
+# account for. Any other (ErrImagePull, ImagePullBackOff, CreateContainerConfigError, ...) needs
+# the user, and so does a pod no node can take.
+ROUTINE_WAITING = frozenset({"ContainerCreating", "PodInitializing", "CrashLoopBackOff"})
+MESSAGE_LIMIT = 300
+DEFAULT_SCHEDULER = "default-scheduler"
+
+
+@dataclass(frozen=True)
+class Stuck:
+    """Why a pod cannot start: a waiting reason, or Unschedulable, with Kubernetes' message."""
+
+    reason: str
+    message: str = ""
+
+    def describe(self) -> str:
+        text = f"{self.reason}: {self.message}" if self.message else self.reason
+        return text if len(text) <= MESSAGE_LIMIT else text[: MESSAGE_LIMIT - 1] + "…"
+
+
+@dataclass(frozen=True)
+class PodObservation:
+    name: str
+    uid: str
+    replica_type: ReplicaType
+    index: int
+    running: bool = False
+    exit: Exit | None = None  # state.terminated: the container is down now
+    last_exit: Exit | None = None  # lastState.terminated: the exit before the current state
+    restart_count: int = 0
+    deleting: bool = False
+    stuck: Stuck | None = None
+    # A pod that names a scheduler of its own (a gang scheduler) which has not looked at it
+    # yet: that scheduler's name, and when the pod was created.
+    unscheduled_by: str | None = None
+    created: datetime | None = None
+
+    def scheduler_missing(self, now: datetime, grace: float) -> Stuck | None:
+        """Why the pod waits, once its scheduler has ignored it for `grace` seconds."""
+        if self.unscheduled_by is None or self.created is None:
+            return None
+        waited = (now - self.created).total_seconds()
+        if waited < grace:
+            return None
+        return Stuck(
+            "NotScheduled",
+            f"scheduler '{self.unscheduled_by}' has not looked at the pod for {waited:.0f}s; "
+            "is it running? (the operator's --gang-scheduler must name an installed scheduler)",
+        )
+
+    @property
+    def terminations(self) -> int:
+        """How many times the container has exited in this pod's life."""
+        return self.restart_count + 1 if self.exit is not None else self.restart_count
+
+    @property
+    def latest_exit(self) -> Exit | None:
+        return self.exit if self.exit is not None else self.last_exit
+
+    def known_exits(self) -> list[Exit]:
+        """The exits the pod still shows, oldest first (at most the two newest)."""
+        if self.exit is not None:
+            return [e for e in (self.last_exit, self.exit) if e is not None]
+        return [self.last_exit] if self.last_exit is not None else []
+
+
+def _exit(terminated: dict[str, Any] | None) -> Exit | None:
+    if not terminated:
+        return None
+    return Exit(code=int(terminated.get("exitCode", 0)), reason=terminated.get("reason") or "")
+
+
+def _stuck(pod: dict[str, Any], state: dict[str, Any]) -> Stuck | None:
+    waiting = state.get("waiting") or {}
+    if waiting.get("reason") and waiting["reason"] not in ROUTINE_WAITING:
+        return Stuck(waiting["reason"], waiting.get("message") or "")
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if (cond.get("type"), cond.get("status")) == ("PodScheduled", "False") and cond.get(
+            "reason"
+        ) == "Unschedulable":
+            return Stuck("Unschedulable", cond.get("message") or "")
+    return None
+
+
+def _unscheduled_by(pod: dict[str, Any]) -> str | None:
+    """The scheduler a pending pod waits for, when it is not the default one and has not
+    said anything yet (no PodScheduled condition): a scheduler that may not be running."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    scheduler = spec.get("schedulerName") or DEFAULT_SCHEDULER
+    if scheduler == DEFAULT_SCHEDULER or spec.get("nodeName"):
+        return None
+    conditions = status.get("conditions") or []
+    if any(c.get("type") == "PodScheduled" for c in conditions):
+        return None
+    return scheduler
+
+
+def _created(meta: dict[str, Any]) -> datetime | None:
+    value = meta.get("creationTimestamp")
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def observe(pod: dict[str, Any]) -> PodObservation | None:
+    """Reduce a pod to what the lifecycle rules need; None for pods that are not ours."""
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    rt = naming.replica_type_of(labels.get(naming.LABEL_REPLICA_TYPE, ""))
+    index = naming.pod_index(meta.get("name", ""))
+    if rt is None or index is None:
+        return None
+    spec_containers = (pod.get("spec") or {}).get("containers") or []
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    cs: dict[str, Any] = {}
+    if spec_containers:
+        name = spec_containers[tensorflow_container_index(pod)].get("name")
+        cs = next((s for s in statuses if s.get("name") == name), {})
+    state, last = cs.get("state") or {}, cs.get("lastState") or {}
+    return PodObservation(
+        name=meta["name"],
+        uid=meta.get("uid", ""),
+        replica_type=rt,
+        index=index,
+        running="running" in state,
+        exit=_exit(state.get("terminated")),
+        last_exit=_exit(last.get("terminated")),
+        restart_count=int(cs.get("restartCount", 0)),
+        deleting=meta.get("deletionTimestamp") is not None,
+        stuck=_stuck(pod, state),
+        unscheduled_by=_unscheduled_by(pod),
+        created=_created(meta),
+    )

@@ -1,0 +1,194 @@
+"""`make cluster`: a real one-node cluster on this machine, with the operator installed from its
+Helm chart and both images built from the Dockerfile, for trying TFJobs as on any cluster.
+
+    python -m tfjob_testbed.cluster up     # stays in the foreground; Ctrl-C tears down
+    python -m tfjob_testbed.cluster down   # from another shell, or after a crash
+
+Ctrl-C, SIGTERM and SIGHUP all tear everything down (see `node.teardown`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import yaml
+
+from tfjob_testbed import images
+from tfjob_testbed.node import Node, NodeError, leftovers, state_dir, teardown
+from tfjob_testbed.paths import ROOT
+from tfjob_testbed.tools import Tools, ensure_tools
+
+CHART = ROOT / "charts" / "tfjob-operator"
+RELEASE = "tfjob-operator"
+NAMESPACE = "tfjob-system"
+
+
+@dataclass
+class Cluster:
+    """A cluster with the operator installed from its chart: the real node here (`node`), or
+    any other one (kind) reached through `kubeconfig`, where `node` is None."""
+
+    node: Node | None
+    tools: Tools
+    timings: dict[str, float]
+    kubeconfig: Path
+
+    @classmethod
+    def existing(cls, kubeconfig: Path) -> Cluster:
+        """A cluster brought up elsewhere (tests/e2e/kind.sh), the chart already installed."""
+        return cls(None, ensure_tools(), {}, kubeconfig)
+
+    def kubectl(self, *args: str, check: bool = True, input: str | None = None):
+        return _tool(self.tools.kubectl, self.kubeconfig, *args, check=check, input=input)
+
+    def helm(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return _tool(self.tools.helm, self.kubeconfig, *args)
+
+    def apply(self, body: dict[str, Any] | str, namespace: str) -> None:
+        text = body if isinstance(body, str) else yaml.safe_dump(body)
+        self.kubectl("apply", "-n", namespace, "-f", "-", input=text)
+
+    def get(self, *args: str) -> dict[str, Any]:
+        """`kubectl get ... -o json`; {} while the object does not exist."""
+        proc = self.kubectl("get", *args, "-o", "json", check=False)
+        if proc.returncode != 0:
+            if "NotFound" in proc.stderr:
+                return {}
+            raise NodeError(f"kubectl get {' '.join(args)} failed: {proc.stderr.strip()}")
+        return json.loads(proc.stdout)
+
+    def tfjob_status(self, name: str, namespace: str) -> dict[str, Any]:
+        return self.get("tfjob", name, "-n", namespace).get("status") or {}
+
+    def logs(self, pod: str, namespace: str, *args: str) -> str:
+        return self.kubectl("logs", "-n", namespace, pod, *args, check=False).stdout
+
+
+def _tool(binary: Path, kubeconfig: Path, *args: str, check: bool = True, input: str | None = None):
+    proc = subprocess.run(
+        [str(binary), "--kubeconfig", str(kubeconfig), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        input=input,
+    )
+    if check and proc.returncode != 0:
+        raise NodeError(f"{binary.name} {' '.join(args)} failed: {proc.stderr.strip()}")
+    return proc
+
+
+def start(directory: Path | None = None) -> Cluster:
+    """Images, node, then the chart: returns once the operator pod is Ready."""
+    timings: dict[str, float] = {}
+    t0 = time.monotonic()
+    tools = ensure_tools()
+    built = images.build_all()
+    timings["images"] = time.monotonic() - t0
+    node = Node(directory)
+    node.up([image.archive for image in built])
+    timings.update({f"node: {k}": v for k, v in node.timings.items()})
+    cluster = Cluster(node, tools, timings, node.kubeconfig)
+    try:
+        t1 = time.monotonic()
+        # The chart as users install it: its own image names and tags, pulled if not present.
+        cluster.helm(
+            "install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--create-namespace",
+            "--wait", "--timeout", "5m",
+        )  # fmt: skip
+        cluster.kubectl(
+            "wait", "--for=condition=Available", "deployment", "--all", "-n", NAMESPACE,
+            "--timeout=120s",
+        )  # fmt: skip
+        timings["helm install to operator Ready"] = time.monotonic() - t1
+    except BaseException:
+        node.down()
+        raise
+    timings["total"] = time.monotonic() - t0
+    return cluster
+
+
+@contextlib.contextmanager
+def running(directory: Path | None = None) -> Iterator[Cluster]:
+    cluster = start(directory)
+    try:
+        yield cluster
+    finally:
+        cluster.node.down()
+
+
+class _Stop(BaseException):
+    pass
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    raise _Stop(signal.Signals(signum).name)
+
+
+def _up() -> int:
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _stop)
+    holder = state_dir() / "cluster.pid"
+    try:
+        with running() as cluster:
+            holder.write_text(str(os.getpid()))
+            kubeconfig = cluster.kubeconfig
+            print(
+                f"\nA one-node cluster is up ({cluster.timings['total']:.0f} s), the operator "
+                f"running from the chart in {NAMESPACE}. In another shell:\n\n"
+                f"  export KUBECONFIG={kubeconfig}\n"
+                f"  export PATH={cluster.tools.kubectl.parent}:$PATH\n"
+                "  kubectl apply -f manifests/examples/mnist-ps.yaml\n"
+                "  kubectl get tfj -w\n"
+                "  kubectl logs -f mnist-ps-chief-0\n\n"
+                "Ctrl-C here (or make cluster-down) removes everything.",
+                flush=True,
+            )
+            signal.pause()
+    except _Stop as e:
+        print(f"\n{e}: tearing down", flush=True)
+    except NodeError as e:
+        print(f"make cluster: {e}", file=sys.stderr)
+        return 1
+    finally:
+        holder.unlink(missing_ok=True)
+    left = leftovers()
+    print("removed everything" if not left else f"left behind: {left}", flush=True)
+    return 0 if not left else 1
+
+
+def _down() -> int:
+    holder = state_dir() / "cluster.pid"
+    if holder.exists():
+        pid = int(holder.read_text())
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 180
+            while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+                time.sleep(0.2)
+    teardown()
+    left = leftovers()
+    print("removed everything" if not left else f"left behind: {left}")
+    return 0 if not left else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tfjob_testbed.cluster")
+    parser.add_argument("command", choices=["up", "down"])
+    args = parser.parse_args(argv)
+    return _up() if args.command == "up" else _down()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

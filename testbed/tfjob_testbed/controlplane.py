@@ -1,0 +1,704 @@
+"""A real Kubernetes 1.20 control plane for integration tests, without Docker or a cluster.
+
+etcd, kube-apiserver and kube-controller-manager run as local processes on
+127.0.0.1, with free ports picked at start.  The controller-manager makes
+StatefulSets create Pods, ServiceAccounts get tokens and owner-reference garbage
+collection works; there is no kubelet, so Pods stay Pending.
+
+Usage from the repo root::
+
+    python -m tfjob_testbed.controlplane build [--force]
+    python -m tfjob_testbed.controlplane up [--workdir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import ctypes
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from tfjob_testbed.paths import cache_dir
+from tfjob_testbed.procs import free_port, free_ports, terminate
+
+KUBERNETES_VERSION = "v1.20.2"
+BUILD_SCRIPT = Path(__file__).with_name("build-control-plane.sh")
+DEBIAN_ETCD = Path("/usr/bin/etcd")
+SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
+SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+LOG_TAIL_LINES = 40
+# The API server's audit log keeps every write to what the operator writes, every read of
+# Events, and every list and watch (with its selectors), with the client's user agent:
+# evidence of which operator replica wrote what, and when, of how many requests a job costs,
+# and of what each watch asks for.
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {
+            "level": "Metadata",
+            "verbs": ["create", "update", "patch", "delete"],
+            "resources": [
+                {"group": "tfjob.dev"},
+                {"group": "apps", "resources": ["statefulsets"]},
+                {"group": "", "resources": ["services", "persistentvolumeclaims", "events"]},
+                {"group": "scheduling.volcano.sh"},
+                {"group": "scheduling.x-k8s.io"},
+            ],
+        },
+        {"level": "Metadata", "verbs": ["get", "list"], "resources": [{"resources": ["events"]}]},
+        # Every list and watch, with its query: which selectors and pages each client sends.
+        {"level": "Metadata", "verbs": ["list", "watch"]},
+        {"level": "None"},
+    ],
+}
+# Every request of every client, for counting what a client sends (benchmarks/operator_scale.py);
+# each event names its client's user agent.
+AUDIT_EVERYTHING = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [{"level": "Metadata"}],
+}
+
+
+@dataclass(frozen=True)
+class Binaries:
+    """Paths of the control-plane executables."""
+
+    etcd: Path
+    kube_apiserver: Path
+    kube_controller_manager: Path
+
+
+def built_bin_dir() -> Path:
+    """Directory that build-control-plane.sh installs into."""
+    return cache_dir() / f"kubernetes-{KUBERNETES_VERSION}" / "bin"
+
+
+def build(force: bool = False) -> None:
+    """Run build-control-plane.sh; it returns at once when the cache is current."""
+    cmd = ["bash", str(BUILD_SCRIPT)] + (["--force"] if force else [])
+    env = dict(os.environ, TFJOB_CACHE=str(cache_dir()))
+    subprocess.run(cmd, check=True, env=env)
+
+
+def _cached_binaries() -> Binaries:
+    bin_dir = built_bin_dir()
+    return Binaries(
+        etcd=DEBIAN_ETCD,
+        kube_apiserver=bin_dir / "kube-apiserver",
+        kube_controller_manager=bin_dir / "kube-controller-manager",
+    )
+
+
+def _built_binaries() -> Binaries:
+    build()
+    return _cached_binaries()
+
+
+def ensure_binaries() -> Binaries:
+    """Return usable binaries, building them on first use.
+
+    $KUBEBUILDER_ASSETS (as used by controller-runtime's envtest) wins when set;
+    such asset dirs usually lack kube-controller-manager, which is then built.
+    """
+    assets = os.environ.get("KUBEBUILDER_ASSETS")
+    if not assets:
+        return _built_binaries()
+    asset_dir = Path(assets)
+    for name in ("etcd", "kube-apiserver"):
+        if not os.access(asset_dir / name, os.X_OK):
+            raise FileNotFoundError(f"KUBEBUILDER_ASSETS={assets} has no executable {name}")
+    kcm = asset_dir / "kube-controller-manager"
+    if not os.access(kcm, os.X_OK):
+        kcm = _built_binaries().kube_controller_manager
+    return Binaries(
+        etcd=asset_dir / "etcd",
+        kube_apiserver=asset_dir / "kube-apiserver",
+        kube_controller_manager=kcm,
+    )
+
+
+def _minor_version(binary: Path) -> int:
+    """Minor version from ``--version`` ("Kubernetes v1.20.2"), to adapt flags for
+    other releases passed in through $KUBEBUILDER_ASSETS."""
+    out = subprocess.run([str(binary), "--version"], capture_output=True, text=True).stdout
+    match = re.search(r"v1\.(\d+)", out)
+    if not match:
+        raise ControlPlaneError(f"cannot tell the version of {binary}: {out!r}")
+    return int(match.group(1))
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane failed to start; the message carries the relevant log tail."""
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    """Last lines of a log, led by earlier lines that usually explain an exit."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as exc:
+        return f"(cannot read {path}: {exc})"
+    all_lines = text.splitlines()
+    head, tail = all_lines[:-lines], all_lines[-lines:]
+    causes = [line for line in head if line.startswith(("Error:", "F0", "F1", "panic:"))]
+    return "\n".join([*causes[-5:], *(["..."] if causes else []), *tail])
+
+
+def _b64(path: Path) -> str:
+    return base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _load_prctl()
+_PR_SET_PDEATHSIG = 1
+
+
+def _child_setup(parent_pid: int) -> Callable[[], None]:
+    """Have the kernel SIGTERM the child if this process dies without calling stop().
+
+    The child also gets its own process group (setsid), so stop() can signal the whole
+    group and a terminal's Ctrl-C reaches only this process, which stops the plane in order.
+    PDEATHSIG fires when the *thread* that started the child exits: start the plane from a
+    thread that outlives it (normally the main thread).
+    """
+
+    def setup() -> None:
+        if _PRCTL is not None:
+            _PRCTL(_PR_SET_PDEATHSIG, signal.SIGTERM)
+            if os.getppid() != parent_pid:  # parent died before prctl took effect
+                os._exit(1)
+
+    return setup
+
+
+class _Pki:
+    """Certificates and keys made with the openssl CLI (no Python crypto dependency)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+
+    def _openssl(self, *args: str) -> None:
+        proc = subprocess.run(["openssl", *args], capture_output=True, text=True, cwd=self.dir)
+        if proc.returncode != 0:
+            raise ControlPlaneError(f"openssl {' '.join(args)} failed:\n{proc.stderr}")
+
+    def _ec_key(self, name: str) -> Path:
+        key = self.dir / f"{name}.key"
+        self._openssl(
+            "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", str(key)
+        )
+        return key
+
+    def ca(self, name: str, cn: str) -> tuple[Path, Path]:
+        key = self._ec_key(name)
+        crt = self.dir / f"{name}.crt"
+        self._openssl(
+            "req", "-x509", "-new", "-key", str(key), "-out", str(crt), "-days", "3650",
+            "-subj", f"/CN={cn}",
+            "-addext", "basicConstraints=critical,CA:TRUE",
+            "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
+        )  # fmt: skip
+        return crt, key
+
+    def leaf(
+        self,
+        name: str,
+        subject: str,
+        ca: tuple[Path, Path],
+        *,
+        client: bool = False,
+        sans: list[str] | None = None,
+    ) -> tuple[Path, Path]:
+        """Issue a server (with SANs) or client certificate signed by ``ca``."""
+        key = self._ec_key(name)
+        csr = self.dir / f"{name}.csr"
+        crt = self.dir / f"{name}.crt"
+        ext = self.dir / f"{name}.ext"
+        lines = [
+            "basicConstraints=critical,CA:FALSE",
+            "keyUsage=critical,digitalSignature,keyEncipherment",
+            f"extendedKeyUsage={'clientAuth' if client else 'serverAuth'}",
+        ]
+        if sans:
+            lines.append("subjectAltName=" + ",".join(sans))
+        ext.write_text("\n".join(lines) + "\n")
+        self._openssl("req", "-new", "-key", str(key), "-out", str(csr), "-subj", subject)
+        self._openssl(
+            "x509", "-req", "-in", str(csr), "-CA", str(ca[0]), "-CAkey", str(ca[1]),
+            "-set_serial", "0x" + secrets.token_hex(16), "-days", "3650", "-sha256",
+            "-extfile", str(ext), "-out", str(crt),
+        )  # fmt: skip
+        csr.unlink()
+        ext.unlink()
+        return crt, key
+
+    def rsa_key_pair(self, name: str) -> tuple[Path, Path]:
+        """RSA pair for service-account tokens (RS256 is what every client expects)."""
+        key = self.dir / f"{name}.key"
+        pub = self.dir / f"{name}.pub"
+        self._openssl(
+            "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", str(key)
+        )
+        self._openssl("pkey", "-in", str(key), "-pubout", "-out", str(pub))
+        return pub, key
+
+
+@dataclass
+class _Process:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log_path: Path
+    log_file: IO[bytes]
+    argv: list[str]
+    env: dict[str, str] | None
+
+
+class ControlPlane:
+    """etcd + kube-apiserver + kube-controller-manager on loopback, as a context manager.
+
+    ``kubeconfig`` is an admin (system:masters) client-certificate kubeconfig with
+    the credentials embedded, so it stays valid wherever it is copied.
+    """
+
+    def __init__(
+        self,
+        workdir: Path,
+        binaries: Binaries | None = None,
+        *,
+        address: str = "127.0.0.1",
+        node: bool = False,
+        audit_policy: dict[str, Any] | None = None,
+    ) -> None:
+        """``node``: serve a real node too, on ``address`` (an address of this host that
+        pods reach): the ``kubernetes`` Service gets that endpoint, kube-scheduler runs, and
+        the API server reaches the kubelet by its InternalIP with a client certificate.
+        ``audit_policy``: what the audit log keeps (default: writes to the operator's kinds)."""
+        self.workdir = Path(workdir).absolute()
+        self.audit_policy = audit_policy or AUDIT_POLICY
+        self.binaries = binaries
+        self.address = address
+        self.node = node
+        self.kubeconfig = self.workdir / "admin.kubeconfig"
+        self.audit_log = self.workdir / "audit.log"
+        self.server = ""
+        self._procs: list[_Process] = []
+        self._ssl: ssl.SSLContext | None = None
+        self._lock = threading.Lock()
+
+    # -- public API -------------------------------------------------------------
+
+    def start(self, timeout: float = 90) -> ControlPlane:
+        """Start all processes and return once the API serves and ServiceAccounts work."""
+        if self._procs:
+            raise ControlPlaneError("control plane already started")
+        deadline = time.monotonic() + timeout
+        try:
+            self._start(deadline)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self, timeout: float = 15) -> None:
+        """Stop all processes, newest first: SIGTERM, then SIGKILL after ``timeout``."""
+        with self._lock:
+            procs, self._procs = self._procs, []
+        for proc in reversed(procs):
+            self._terminate(proc, timeout)
+
+    def audit(self) -> list[dict[str, Any]]:
+        """The audit log so far: one event per write to the operator's kinds."""
+        if not self.audit_log.exists():
+            return []
+        return [json.loads(line) for line in self.audit_log.read_text().splitlines() if line]
+
+    def env(self) -> dict[str, str]:
+        """os.environ with KUBECONFIG pointing at the admin kubeconfig, for subprocesses."""
+        return dict(os.environ, KUBECONFIG=str(self.kubeconfig))
+
+    def __enter__(self) -> ControlPlane:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- start-up ---------------------------------------------------------------
+
+    def _start(self, deadline: float) -> None:
+        binaries = self.binaries or ensure_binaries()
+        self.binaries = binaries
+        # 1.24 removed the insecure ports and stopped creating SA token secrets.
+        legacy = _minor_version(binaries.kube_apiserver) < 24
+        kcm_legacy = _minor_version(binaries.kube_controller_manager) < 24
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        for sub in ("etcd-data", "pki", "flexvolume"):
+            shutil.rmtree(self.workdir / sub, ignore_errors=True)
+        pki_dir = self.workdir / "pki"
+        pki_dir.mkdir(mode=0o700)
+        (self.workdir / "flexvolume").mkdir()
+
+        etcd_port, peer_port = free_ports(2)
+        api_port = free_port(self.address)
+        self.server = f"https://{self.address}:{api_port}"
+        pki = self._make_pki(pki_dir)
+        self._write_kubeconfig(self.kubeconfig, pki)
+        kcm_kubeconfig = self.workdir / "kube-controller-manager.kubeconfig"
+        self._write_kubeconfig(kcm_kubeconfig, pki)
+
+        audit_policy = self.workdir / "audit-policy.json"
+        audit_policy.write_text(json.dumps(self.audit_policy))
+        self.audit_log.unlink(missing_ok=True)
+        etcd_url = f"http://127.0.0.1:{etcd_port}"
+        peer_url = f"http://127.0.0.1:{peer_port}"
+        etcd = self._spawn(
+            "etcd",
+            [
+                str(binaries.etcd),
+                "--name=default",
+                f"--data-dir={self.workdir / 'etcd-data'}",
+                f"--listen-client-urls={etcd_url}",
+                f"--advertise-client-urls={etcd_url}",
+                f"--listen-peer-urls={peer_url}",
+                f"--initial-advertise-peer-urls={peer_url}",
+                f"--initial-cluster=default={peer_url}",
+                "--unsafe-no-fsync",
+                "--logger=zap",
+                "--log-outputs=stderr",
+            ],
+        )
+        self._wait(deadline, etcd, "etcd /health", lambda: self._etcd_healthy(etcd_url))
+
+        apiserver = self._spawn(
+            "kube-apiserver",
+            [
+                str(binaries.kube_apiserver),
+                f"--etcd-servers={etcd_url}",
+                f"--cert-dir={pki_dir}",
+                f"--tls-cert-file={pki['serving'][0]}",
+                f"--tls-private-key-file={pki['serving'][1]}",
+                f"--client-ca-file={pki['ca'][0]}",
+                f"--service-account-key-file={pki['sa'][0]}",
+                f"--service-account-signing-key-file={pki['sa'][1]}",
+                f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+                f"--api-audiences={SERVICE_ACCOUNT_ISSUER}",
+                "--authorization-mode=RBAC",
+                *self._node_apiserver_args(pki),
+                f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+                f"--advertise-address={self.address}",
+                f"--bind-address={self.address}",
+                f"--secure-port={api_port}",
+                *(["--insecure-port=0"] if legacy else []),
+                "--allow-privileged=true",
+                f"--requestheader-client-ca-file={pki['front-proxy-ca'][0]}",
+                "--requestheader-allowed-names=front-proxy-client",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-username-headers=X-Remote-User",
+                f"--proxy-client-cert-file={pki['proxy-client'][0]}",
+                f"--proxy-client-key-file={pki['proxy-client'][1]}",
+                f"--audit-policy-file={audit_policy}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-maxsize=2000",
+                "--audit-log-maxbackup=1",
+            ],
+        )
+        self._ssl = ssl.create_default_context(cafile=str(pki["ca"][0]))
+        self._ssl.load_cert_chain(str(pki["admin"][0]), str(pki["admin"][1]))
+        self._wait(
+            deadline, apiserver, "kube-apiserver /readyz", lambda: self._get("/readyz") is not None
+        )
+
+        kcm = self._spawn(
+            "kube-controller-manager",
+            [
+                str(binaries.kube_controller_manager),
+                f"--kubeconfig={kcm_kubeconfig}",
+                f"--service-account-private-key-file={pki['sa'][1]}",
+                f"--root-ca-file={pki['ca'][0]}",
+                f"--cluster-signing-cert-file={pki['ca'][0]}",
+                f"--cluster-signing-key-file={pki['ca'][1]}",
+                "--use-service-account-credentials=false",
+                "--leader-elect=false",
+                *(["--port=0"] if kcm_legacy else []),
+                "--secure-port=0",
+                f"--flex-volume-plugin-dir={self.workdir / 'flexvolume'}",
+                "--controllers=*",
+            ],
+        )
+        if self.node:
+            self._spawn(
+                "kube-scheduler",
+                [
+                    str(built_bin_dir() / "kube-scheduler"),
+                    f"--kubeconfig={kcm_kubeconfig}",
+                    "--leader-elect=false",
+                    "--port=0",
+                    "--secure-port=0",
+                ],
+            )
+        # Pod admission before 1.24 needs the SA's token secret: wait for that, not just the SA.
+        self._wait(
+            deadline,
+            kcm,
+            "ServiceAccount default/default" + (" with a token" if legacy else ""),
+            lambda: self._default_sa_ready(need_token=legacy),
+        )
+
+    def _node_apiserver_args(self, pki: dict[str, tuple[Path, Path]]) -> list[str]:
+        if not self.node:
+            return ["--endpoint-reconciler-type=none"]
+        return [
+            "--kubelet-preferred-address-types=InternalIP",
+            f"--kubelet-client-certificate={pki['admin'][0]}",
+            f"--kubelet-client-key={pki['admin'][1]}",
+        ]
+
+    def processes(self) -> dict[str, int]:
+        """Name -> PID of every process started, for a teardown from another process."""
+        with self._lock:
+            return {p.name: p.popen.pid for p in self._procs}
+
+    def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+        """Start another process that lives and stops with the plane (newest stops first)."""
+        proc = self._spawn(name, argv, env)
+        self._wait(time.monotonic() + 1, proc, name, lambda: True)
+
+    def stop_process(self, name: str, timeout: float = 15) -> None:
+        """Stop one process (a fault to inject); `start_process` brings it back as it was."""
+        with self._lock:
+            proc = next(p for p in self._procs if p.name == name)
+        self._terminate(proc, timeout)
+
+    def start_process(self, name: str) -> None:
+        """Start a process stopped by `stop_process` again, with the same command line; it
+        keeps its place in the stop order. Its log starts anew."""
+        with self._lock:
+            index, old = next((i, p) for i, p in enumerate(self._procs) if p.name == name)
+        if old.popen.poll() is None:
+            raise ControlPlaneError(f"{name} is still running")
+        new = self._spawn(name, old.argv, old.env)
+        with self._lock:
+            self._procs.remove(new)
+            self._procs[index] = new
+        self._wait(time.monotonic() + 1, new, name, lambda: True)
+
+    def _make_pki(self, pki_dir: Path) -> dict[str, tuple[Path, Path]]:
+        pki = _Pki(pki_dir)
+        ca = pki.ca("ca", "tfjob-test-ca")
+        front_proxy_ca = pki.ca("front-proxy-ca", "tfjob-test-front-proxy-ca")
+        service_ip = SERVICE_CLUSTER_IP_RANGE.rsplit(".", 1)[0] + ".1"
+        sans = [
+            "IP:127.0.0.1",
+            *([f"IP:{self.address}"] if self.address != "127.0.0.1" else []),
+            f"IP:{service_ip}",
+            "DNS:localhost",
+            "DNS:kubernetes",
+            "DNS:kubernetes.default",
+            "DNS:kubernetes.default.svc",
+            "DNS:kubernetes.default.svc.cluster.local",
+        ]
+        return {
+            "ca": ca,
+            "front-proxy-ca": front_proxy_ca,
+            "serving": pki.leaf("apiserver", "/CN=kube-apiserver", ca, sans=sans),
+            "admin": pki.leaf("admin", "/O=system:masters/CN=admin", ca, client=True),
+            "proxy-client": pki.leaf(
+                "proxy-client", "/CN=front-proxy-client", front_proxy_ca, client=True
+            ),
+            "sa": pki.rsa_key_pair("service-account"),
+        }
+
+    def _write_kubeconfig(self, path: Path, pki: dict[str, tuple[Path, Path]]) -> None:
+        # JSON is valid YAML: no YAML library needed to write it.
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "tfjob-test",
+                    "cluster": {
+                        "server": self.server,
+                        "certificate-authority-data": _b64(pki["ca"][0]),
+                    },
+                }
+            ],
+            "users": [
+                {
+                    "name": "admin",
+                    "user": {
+                        "client-certificate-data": _b64(pki["admin"][0]),
+                        "client-key-data": _b64(pki["admin"][1]),
+                    },
+                }
+            ],
+            "contexts": [
+                {"name": "tfjob-test", "context": {"cluster": "tfjob-test", "user": "admin"}}
+            ],
+            "current-context": "tfjob-test",
+        }
+        path.write_text(json.dumps(config, indent=2) + "\n")
+        path.chmod(0o600)
+
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> _Process:
+        log_path = self.workdir / f"{name}.log"
+        log_file = log_path.open("wb")
+        try:
+            popen = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                cwd=self.workdir,
+                env=env,
+                start_new_session=True,
+                preexec_fn=_child_setup(os.getpid()),
+            )
+        except BaseException:
+            log_file.close()
+            raise
+        proc = _Process(name, popen, log_path, log_file, argv, env)
+        with self._lock:
+            self._procs.append(proc)
+        return proc
+
+    def _wait(self, deadline: float, proc: _Process, what: str, check: Callable[[], bool]) -> None:
+        """Poll ``check`` until it holds; fail fast if any process exits."""
+        delay = 0.05
+        while True:
+            for p in self._procs:
+                code = p.popen.poll()
+                if code is not None:
+                    raise ControlPlaneError(
+                        f"{p.name} exited with code {code} while waiting for {what}\n"
+                        f"--- last lines of {p.log_path} ---\n{log_tail(p.log_path)}"
+                    )
+            if check():
+                return
+            if time.monotonic() > deadline:
+                raise ControlPlaneError(
+                    f"timed out waiting for {what}\n"
+                    f"--- last lines of {proc.log_path} ---\n{log_tail(proc.log_path)}"
+                )
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.5)
+
+    @staticmethod
+    def _etcd_healthy(url: str) -> bool:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2) as resp:
+                return bool(json.load(resp).get("health") == "true")
+        except (OSError, ValueError):
+            return False
+
+    def _get(self, path: str) -> Any | None:
+        """GET from the API server as admin; None unless it answers 200."""
+        try:
+            with urllib.request.urlopen(
+                f"{self.server}{path}", timeout=5, context=self._ssl
+            ) as resp:
+                body = resp.read()
+        except (urllib.error.URLError, OSError):
+            return None
+        try:
+            return json.loads(body)
+        except ValueError:
+            return body.decode(errors="replace")
+
+    def _default_sa_ready(self, need_token: bool) -> bool:
+        sa = self._get("/api/v1/namespaces/default/serviceaccounts/default")
+        return isinstance(sa, dict) and (bool(sa.get("secrets")) or not need_token)
+
+    # -- shutdown ---------------------------------------------------------------
+
+    @staticmethod
+    def _terminate(proc: _Process, timeout: float) -> None:
+        try:
+            terminate(proc.popen, timeout, group=True)
+        finally:
+            proc.log_file.close()
+
+
+@contextlib.contextmanager
+def running_control_plane(
+    workdir: Path | None = None, timeout: float = 90
+) -> Iterator[ControlPlane]:
+    """A started ControlPlane in ``workdir`` (a temporary directory if None)."""
+    with contextlib.ExitStack() as stack:
+        if workdir is None:
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tfjob-cp-")))
+        plane = ControlPlane(workdir)
+        plane.start(timeout=timeout)
+        stack.callback(plane.stop)
+        yield plane
+
+
+def _main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tfjob_testbed.controlplane",
+        description="Kubernetes 1.20 control plane for tests",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    build_cmd = sub.add_parser("build", help="build or check the cached control-plane binaries")
+    build_cmd.add_argument("--force", action="store_true", help="rebuild even if cached")
+    up = sub.add_parser("up", help="start a control plane and wait until Ctrl-C")
+    up.add_argument("--workdir", type=Path, help="state and logs (default: a temporary directory)")
+    args = parser.parse_args(argv)
+
+    if args.command == "build":
+        if args.force:
+            build(force=True)
+        print(ensure_binaries())  # honours $KUBEBUILDER_ASSETS
+        return 0
+
+    # Ctrl-C and SIGTERM both stop the plane cleanly, even where a shell started this
+    # process with SIGINT ignored (background jobs).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    started = time.monotonic()
+    with running_control_plane(args.workdir) as plane:
+        print(f"ready in {time.monotonic() - started:.1f} s: {plane.server}")
+        print(f"logs in {plane.workdir}")
+        print(f"export KUBECONFIG={plane.kubeconfig}", flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            print("stopping")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

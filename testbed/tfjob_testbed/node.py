@@ -1,0 +1,759 @@
+"""A real Kubernetes node on this host: containerd + runc, kubelet, kube-proxy, a CNI bridge,
+cluster DNS and volumes, beside the control plane of `controlplane.py`.
+
+Everything binds to the bridge address (10.244.0.1) or loopback; pods get no default route,
+so their traffic reaches only the bridge, the Service range and nothing else. What the bed
+changes on the host is recorded before it changes it and put back by `teardown`, which works
+from the records alone (so `make cluster-down` works after a crash, too):
+
+- processes: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, containerd and
+  its shims, kubelet, kube-proxy, dnsmasq, the DNS/volume service;
+- the bridge `tfjob0`, pod network namespaces (`/run/netns/cni-*`), kube-proxy's iptables
+  chains (`KUBE-*`);
+- mounts under the state dir and the paths kubelet and containerd write outside it
+  (`/var/lib/kubelet`, `/var/log/pods`, `/var/log/containers`, `/var/lib/cni`,
+  `/run/containerd`), and the `kubepods` cgroups;
+- kernel settings kubelet, kube-proxy and the bridge plugin change (`SYSCTLS`).
+
+containerd's image store lives in the cache (like podman's), so images are imported once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+from tfjob_testbed.controlplane import (
+    SERVICE_CLUSTER_IP_RANGE,
+    ControlPlane,
+    build,
+    built_bin_dir,
+    log_tail,
+)
+from tfjob_testbed.paths import cache_dir
+from tfjob_testbed.procs import alive, terminate
+from tfjob_testbed.tools import ensure_tools
+
+HOST_PACKAGES = Path(__file__).with_name("host-packages.sh")
+BRIDGE = "tfjob0"
+NODE_IP = "10.244.0.1"
+POD_CIDR = "10.244.0.0/24"
+NODE_NAME = "tfjob-node"
+CLUSTER_DOMAIN = "cluster.local"
+GPUS = 2  # nvidia.com/gpu capacity the node advertises: the GPU examples schedule, on CPU
+PAUSE_IMAGE = "localhost/tfjob-pause:3.4.1"
+# Kernel settings something in the bed may change: kubelet (its kernel tunables), kube-proxy
+# (route_localnet) and the CNI bridge plugin (ip_forward). Saved before, restored after.
+SYSCTLS = (
+    "vm.overcommit_memory",
+    "vm.panic_on_oom",
+    "kernel.panic",
+    "kernel.panic_on_oops",
+    "kernel.keys.root_maxkeys",
+    "kernel.keys.root_maxbytes",
+    "net.ipv4.ip_forward",
+    "net.ipv4.conf.all.route_localnet",
+)
+# The ones kubelet sets at each start: put back right after it, also after a restart. The network
+# ones are the CNI plugin's and kube-proxy's while pods run (pod traffic stalls if ip_forward goes
+# back mid-run), and only teardown restores them.
+KUBELET_SYSCTLS = tuple(k for k in SYSCTLS if not k.startswith("net."))
+# Paths kubelet 1.20 and containerd 1.6 write whatever their configured roots are.
+FIXED_PATHS = (
+    "/var/lib/kubelet",
+    "/var/log/pods",
+    "/var/log/containers",
+    "/var/lib/cni",
+    "/run/containerd",
+)
+# Process name -> what its /proc/PID/exe must end with, so a recycled PID is never signalled.
+EXES = {
+    "etcd": "etcd",
+    "kube-apiserver": "kube-apiserver",
+    "kube-controller-manager": "kube-controller-manager",
+    "kube-scheduler": "kube-scheduler",
+    "containerd": "containerd",
+    "kubelet": "kubelet",
+    "kube-proxy": "kube-proxy",
+    "dnsmasq": "dnsmasq",
+    "nodeservices": "python3.11",
+}
+
+
+class NodeError(RuntimeError):
+    """The node could not be brought up; the message says which part and shows its log."""
+
+
+def state_dir() -> Path:
+    """Where a running node keeps its state (one node per host: the bridge is fixed)."""
+    return Path(os.environ.get("TFJOB_NODE_DIR", "/tmp/tfjob-node"))
+
+
+def missing_prerequisites() -> str | None:
+    """Why a node cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "a real node needs root (network namespaces, mounts, iptables)"
+    return None
+
+
+def _run(*argv: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise NodeError(f"{' '.join(argv)} failed ({proc.returncode}): {proc.stderr.strip()}")
+    return proc
+
+
+def _log(message: str) -> None:
+    print(f"[node {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def _sysctl_path(key: str) -> Path:
+    return Path("/proc/sys") / key.replace(".", "/")
+
+
+def read_sysctls() -> dict[str, str]:
+    """The current value of every setting in SYSCTLS that this kernel has."""
+    values = {}
+    for key in SYSCTLS:
+        with contextlib.suppress(OSError):
+            values[key] = _sysctl_path(key).read_text().strip()
+    return values
+
+
+def _restore_sysctls(saved: dict[str, str], keys: tuple[str, ...] = SYSCTLS) -> None:
+    for key, value in saved.items():
+        if key not in keys:
+            continue
+        path = _sysctl_path(key)
+        with contextlib.suppress(OSError):
+            if path.read_text().strip() != value:
+                path.write_text(value + "\n")
+
+
+def iptables_chains() -> set[str]:
+    """Every `table/chain` of the host's iptables (the backend `iptables` picks)."""
+    chains = set()
+    table = ""
+    for line in _run("iptables-save").stdout.splitlines():
+        if line.startswith("*"):
+            table = line[1:]
+        elif line.startswith(":"):
+            chains.add(f"{table}/{line[1:].split()[0]}")
+    return chains
+
+
+def pause_archive(directory: Path) -> Path:
+    """The sandbox image, as a docker archive: Kubernetes' own pause.c, built static.
+
+    No registry is reachable, so the image containerd puts every pod's network namespace in
+    is made here from the source package the control plane is built from.
+    """
+    out = directory / "pause.tar"
+    if out.exists():
+        return out
+    directory.mkdir(parents=True, exist_ok=True)
+    debsrc = cache_dir() / "kubernetes-v1.20.2" / "debsrc"
+    orig = next(debsrc.glob("kubernetes_*.orig.tar.gz"), None)
+    if orig is None:
+        raise NodeError(f"no Kubernetes source tarball in {debsrc}: run make setup")
+    with tarfile.open(orig) as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith("build/pause/linux/pause.c"))
+        source = tar.extractfile(member)
+        assert source is not None
+        (directory / "pause.c").write_bytes(source.read())
+    binary = directory / "pause"
+    _run("gcc", "-Os", "-static", "-DVERSION=v3.4.1-tfjob", "-o", str(binary),
+         str(directory / "pause.c"))  # fmt: skip
+    _run("strip", str(binary))
+    layer = io.BytesIO()
+    with tarfile.open(fileobj=layer, mode="w") as tar:
+        info = tar.gettarinfo(str(binary), arcname="pause")
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        info.mtime = 0
+        with binary.open("rb") as f:
+            tar.addfile(info, f)
+    layer_bytes = layer.getvalue()
+    config = {
+        "architecture": "amd64",
+        "os": "linux",
+        "config": {"Entrypoint": ["/pause"], "User": "65535:65535"},
+        "rootfs": {
+            "type": "layers",
+            "diff_ids": ["sha256:" + hashlib.sha256(layer_bytes).hexdigest()],
+        },
+    }
+    config_bytes = json.dumps(config).encode()
+    manifest = [{"Config": "config.json", "RepoTags": [PAUSE_IMAGE], "Layers": ["layer.tar"]}]
+    tmp = out.with_suffix(".tmp")
+    with tarfile.open(tmp, mode="w") as tar:
+        for name, data in (
+            ("layer.tar", layer_bytes),
+            ("config.json", config_bytes),
+            ("manifest.json", json.dumps(manifest).encode()),
+        ):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    tmp.rename(out)
+    return out
+
+
+class Node:
+    """The control plane plus one real node, started by `up` and stopped by `down`."""
+
+    def __init__(self, directory: Path | None = None) -> None:
+        self.dir = (directory or state_dir()).absolute()
+        self.store = cache_dir() / "containerd"  # images persist: imported once
+        self.plane = ControlPlane(self.dir / "plane", address=NODE_IP, node=True)
+        self.kubeconfig = self.dir / "kubeconfig"
+        self.volumes = self.dir / "volumes"
+        self.timings: dict[str, float] = {}
+
+    @property
+    def socket(self) -> Path:
+        return self.dir / "containerd" / "containerd.sock"
+
+    # -- bring-up ---------------------------------------------------------------------------
+
+    def up(self, archives: list[Path], timeout: float = 300) -> Node:
+        """Start everything; import `archives` (docker archives) into containerd."""
+        reason = missing_prerequisites()
+        if reason:
+            raise NodeError(reason)
+        if (self.dir / "host.json").exists():
+            _log(f"a previous node left state in {self.dir}: tearing it down first")
+            teardown(self.dir)
+        started = time.monotonic()
+        deadline = started + timeout
+        _run("bash", str(HOST_PACKAGES), timeout=900)
+        build()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._record_host()
+        try:
+            self._network()
+            self._step(
+                "control plane", lambda: self.plane.start(timeout=deadline - time.monotonic())
+            )
+            shutil.copy(self.plane.kubeconfig, self.kubeconfig)
+            self._step("containerd", self._containerd)
+            self._step(
+                "images", lambda: self._import([pause_archive(self.store / "pause"), *archives])
+            )
+            self._step("kubelet", lambda: self._kubelet(deadline))
+            self._step("kube-proxy", lambda: self._kube_proxy(deadline))
+            self._step("dns and volumes", lambda: self._services(deadline))
+        except BaseException:
+            self.down()
+            raise
+        self.timings["total"] = time.monotonic() - started
+        return self
+
+    def _step(self, what: str, action: Any) -> None:
+        t0 = time.monotonic()
+        action()
+        self.timings[what] = time.monotonic() - t0
+        self._save_pids()
+        _log(f"{what}: {self.timings[what]:.1f} s")
+
+    def _record_host(self) -> None:
+        """What the host was before anything changed, for `teardown`."""
+        host = {
+            "sysctls": read_sysctls(),
+            "chains": sorted(iptables_chains()),
+            "fixed_paths": [p for p in FIXED_PATHS if os.path.lexists(p)],
+        }
+        (self.dir / "host.json").write_text(json.dumps(host, indent=1))
+
+    def _save_pids(self) -> None:
+        (self.dir / "pids.json").write_text(json.dumps(self.plane.processes()))
+
+    def _network(self) -> None:
+        if _run("ip", "link", "show", BRIDGE, check=False).returncode != 0:
+            _run("ip", "link", "add", BRIDGE, "type", "bridge")
+            _run("ip", "addr", "add", f"{NODE_IP}/24", "dev", BRIDGE)
+        _run("ip", "link", "set", BRIDGE, "up")
+        cni = self.dir / "cni"
+        (cni / "net.d").mkdir(parents=True, exist_ok=True)
+        conf = {
+            "cniVersion": "0.4.0",
+            "name": "tfjob",
+            "plugins": [
+                {
+                    "type": "bridge",
+                    "bridge": BRIDGE,
+                    "isGateway": True,
+                    "ipMasq": False,  # no way out: pods reach the bridge and Services only
+                    "hairpinMode": True,
+                    "ipam": {
+                        "type": "host-local",
+                        "dataDir": str(cni / "ipam"),
+                        "ranges": [[{"subnet": POD_CIDR, "gateway": NODE_IP}]],
+                        "routes": [{"dst": POD_CIDR}, {"dst": SERVICE_CLUSTER_IP_RANGE}],
+                    },
+                },
+                {"type": "portmap", "capabilities": {"portMappings": True}},
+            ],
+        }
+        (cni / "net.d" / "10-tfjob.conflist").write_text(json.dumps(conf, indent=1))
+
+    def _containerd(self) -> None:
+        d = self.dir / "containerd"
+        d.mkdir(parents=True, exist_ok=True)
+        self.store.mkdir(parents=True, exist_ok=True)
+        config = f"""version = 2
+root = "{self.store}/root"
+state = "{d}/state"
+oom_score = 0
+[grpc]
+  address = "{self.socket}"
+[ttrpc]
+  address = "{self.socket}.ttrpc"
+[metrics]
+  address = ""
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{d}/opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{PAUSE_IMAGE}"
+  enable_selinux = false
+  # root here lacks CAP_SYS_RESOURCE: kubelet's negative oom_score_adj would fail every sandbox
+  restrict_oom_score_adj = true
+  disable_apparmor = true
+  disable_hugetlb_controller = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        BinaryName = "/usr/sbin/runc"
+        SystemdCgroup = false
+        Root = "{d}/runc"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "{self.dir}/cni/net.d"
+    max_conf_num = 1
+"""
+        (d / "config.toml").write_text(config)
+        self.plane.spawn("containerd", ["/usr/bin/containerd", "--config", str(d / "config.toml")])
+        self._until(
+            time.monotonic() + 30,
+            "containerd",
+            lambda: self._ctr("version", check=False).returncode == 0,
+        )
+
+    def _ctr(
+        self, *args: str, check: bool = True, timeout: float = 600
+    ) -> subprocess.CompletedProcess[str]:
+        return _run(
+            "ctr",
+            "--address",
+            str(self.socket),
+            "-n",
+            "k8s.io",
+            *args,
+            check=check,
+            timeout=timeout,
+        )
+
+    def _import(self, archives: list[Path]) -> None:
+        """Import each archive once: a record in the store names what it already holds."""
+        record = self.store / "imported.json"
+        done = set(json.loads(record.read_text())) if record.exists() else set()
+        present = self._ctr("images", "ls", "-q").stdout.split()
+        for archive in archives:
+            tags = _archive_tags(archive)
+            if str(archive) in done and all(t in present for t in tags):
+                continue
+            _log(f"importing {archive.name} into containerd")
+            self._ctr("images", "import", "--snapshotter", "overlayfs", "--no-unpack", str(archive))
+            done.add(str(archive))
+            record.write_text(json.dumps(sorted(done)))
+
+    def _kubelet(self, deadline: float) -> None:
+        d = self.dir / "kubelet"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "resolv.conf").write_text(f"nameserver {NODE_IP}\n")
+        pki = self.plane.workdir / "pki"
+        config = {
+            "apiVersion": "kubelet.config.k8s.io/v1beta1",
+            "kind": "KubeletConfiguration",
+            "address": NODE_IP,
+            "port": 10250,
+            "readOnlyPort": 0,
+            "healthzBindAddress": "127.0.0.1",
+            "healthzPort": 10248,
+            "authentication": {
+                "anonymous": {"enabled": False},
+                "webhook": {"enabled": False},
+                "x509": {"clientCAFile": str(pki / "ca.crt")},
+            },
+            "authorization": {"mode": "AlwaysAllow"},
+            "cgroupDriver": "cgroupfs",
+            "failSwapOn": False,
+            "clusterDomain": CLUSTER_DOMAIN,
+            "clusterDNS": [NODE_IP],
+            "resolvConf": str(d / "resolv.conf"),
+            "volumePluginDir": str(d / "volume-plugins"),
+            "makeIPTablesUtilChains": False,
+            # No registry: every image is imported, so none may be collected.
+            "imageGCHighThresholdPercent": 100,
+            "imageGCLowThresholdPercent": 99,
+            "evictionHard": {
+                "memory.available": "100Mi",
+                "nodefs.available": "1%",
+                "nodefs.inodesFree": "1%",
+                "imagefs.available": "1%",
+            },
+            "serializeImagePulls": False,
+            "maxPods": 60,
+        }
+        (d / "config.yaml").write_text(json.dumps(config, indent=1))
+        env = dict(os.environ, AWS_EC2_METADATA_DISABLED="true")  # no cloud metadata probe
+        self.plane.spawn(
+            "kubelet",
+            [
+                str(built_bin_dir() / "kubelet"),
+                f"--config={d / 'config.yaml'}",
+                f"--kubeconfig={self.kubeconfig}",
+                "--container-runtime=remote",
+                f"--container-runtime-endpoint=unix://{self.socket}",
+                f"--root-dir={d / 'root'}",
+                f"--cert-dir={d / 'pki'}",
+                f"--hostname-override={NODE_NAME}",
+                f"--node-ip={NODE_IP}",
+                f"--pod-infra-container-image={PAUSE_IMAGE}",
+                "--v=2",  # for the line that says the kernel tunables are set
+            ],
+            env=env,
+        )
+        log = self.plane.workdir / "kubelet.log"
+        # kubelet sets its kernel tunables once at start and never looks again: once it has
+        # (the device plugin manager starts right after), the host's values go back.
+        self._until(
+            deadline,
+            "kubelet start",
+            lambda: "Starting Device Plugin manager" in log.read_text(errors="replace"),
+        )
+        _restore_sysctls(self._host()["sysctls"], KUBELET_SYSCTLS)
+        self._until(deadline, f"node {NODE_NAME} Ready", self._node_ready)
+        self._api(
+            "PATCH",
+            f"/api/v1/nodes/{NODE_NAME}/status",
+            {"status": {"capacity": {"nvidia.com/gpu": str(GPUS)}}},
+        )
+        self._until(
+            deadline,
+            "nvidia.com/gpu allocatable",
+            lambda: (
+                (self._api("GET", f"/api/v1/nodes/{NODE_NAME}") or {})
+                .get("status", {})
+                .get("allocatable", {})
+                .get("nvidia.com/gpu")
+                == str(GPUS)
+            ),
+        )
+
+    def _kube_proxy(self, deadline: float) -> None:
+        before = set(self._host()["chains"])
+        self.plane.spawn(
+            "kube-proxy",
+            [
+                str(built_bin_dir() / "kube-proxy"),
+                f"--kubeconfig={self.kubeconfig}",
+                "--proxy-mode=iptables",
+                f"--hostname-override={NODE_NAME}",
+                f"--cluster-cidr={POD_CIDR}",
+                f"--bind-address={NODE_IP}",
+                f"--nodeport-addresses={NODE_IP}/32",
+                "--healthz-bind-address=127.0.0.1:10256",
+                "--metrics-bind-address=127.0.0.1:10249",
+                # Leave the host's conntrack settings alone.
+                "--conntrack-max-per-core=0",
+                "--conntrack-tcp-timeout-established=0",
+                "--conntrack-tcp-timeout-close-wait=0",
+                "--v=1",
+            ],
+        )
+        self._until(
+            deadline,
+            "kube-proxy rules for the kubernetes Service",
+            lambda: (
+                "nat/KUBE-SERVICES" in iptables_chains() - before
+                and "default/kubernetes" in _run("iptables-save", "-t", "nat").stdout
+            ),
+        )
+
+    def _services(self, deadline: float) -> None:
+        dns = self.dir / "dns"
+        dns.mkdir(parents=True, exist_ok=True)
+        self.volumes.mkdir(parents=True, exist_ok=True)
+        hosts = dns / "cluster.hosts"
+        hosts.touch()
+        hosts.chmod(0o644)
+        self.plane.spawn(
+            "dnsmasq",
+            [
+                "/usr/sbin/dnsmasq", "--keep-in-foreground", "--conf-file=/dev/null",
+                "--no-resolv", "--no-hosts", "--no-poll", f"--listen-address={NODE_IP}",
+                "--bind-interfaces", "--port=53", f"--hostsdir={dns}",
+                f"--local=/{CLUSTER_DOMAIN}/", "--domain-needed", "--local-ttl=1",
+                f"--pid-file={dns / 'dnsmasq.pid'}", "--log-facility=-",
+            ],
+        )  # fmt: skip
+        self.plane.spawn(
+            "nodeservices",
+            [
+                sys.executable, "-m", "tfjob_testbed.nodeservices",
+                f"--kubeconfig={self.kubeconfig}", f"--hosts-file={hosts}",
+                f"--volumes-dir={self.volumes}", f"--cluster-domain={CLUSTER_DOMAIN}",
+            ],
+        )  # fmt: skip
+        log = self.plane.workdir / "nodeservices.log"
+        self._until(
+            deadline,
+            "DNS and volume service",
+            lambda: "volumes: checked" in log.read_text(errors="replace"),
+        )
+
+    # -- faults -----------------------------------------------------------------------------
+
+    def outage(self, name: str, until: Any, timeout: float = 300) -> None:
+        """Stop one of the node's processes (kube-apiserver, kubelet, containerd, ...), wait
+        until `until()` holds, start it again as it was, and return once it serves again."""
+        self.plane.stop_process(name)
+        try:
+            deadline = time.monotonic() + timeout
+            while not until():  # not _until: that fails on the process stopped here
+                if time.monotonic() > deadline:
+                    raise NodeError(f"timed out waiting for the end of the {name} outage")
+                time.sleep(0.2)
+        finally:
+            self.plane.start_process(name)
+            self._save_pids()
+        deadline = time.monotonic() + timeout
+        if name == "kubelet":
+            log = self.plane.workdir / "kubelet.log"
+            self._until(
+                deadline,
+                "kubelet start",
+                lambda: "Starting Device Plugin manager" in log.read_text(errors="replace"),
+            )
+            _restore_sysctls(self._host()["sysctls"], KUBELET_SYSCTLS)  # it set them again
+        elif name == "containerd":
+            self._until(
+                deadline, "containerd", lambda: self._ctr("version", check=False).returncode == 0
+            )
+        self._until(deadline, f"node {NODE_NAME} Ready after the {name} outage", self._node_ready)
+
+    def kill_container(self, container_id: str) -> None:
+        """SIGKILL a container's process through containerd, as the kernel's OOM killer or a
+        crash would end it: `container_id` is a pod's `containerd://...` containerID."""
+        self._ctr(
+            "tasks", "kill", "--signal", "SIGKILL", container_id.removeprefix("containerd://")
+        )
+
+    @staticmethod
+    def container_log(namespace: str, pod: str, container: str = "tensorflow") -> str:
+        """The messages of a container's newest run, read from kubelet's log files on the host:
+        readable while the API server is down."""
+        runs = sorted(
+            Path("/var/log/pods").glob(f"{namespace}_{pod}_*/{container}/*.log"),
+            key=lambda p: int(p.stem) if p.stem.isdigit() else -1,
+        )
+        if not runs:
+            return ""
+        # CRI format: "<time> <stream> <F|P> <message>"
+        lines = runs[-1].read_text(errors="replace").splitlines()
+        return "\n".join(line.split(" ", 3)[3] for line in lines if line.count(" ") >= 3)
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _host(self) -> dict[str, Any]:
+        return json.loads((self.dir / "host.json").read_text())
+
+    def _api(self, method: str, path: str, body: Any = None) -> Any:
+        args = ["--kubeconfig", str(self.kubeconfig)]
+        kubectl = _kubectl()
+        if method == "GET":
+            proc = _run(kubectl, *args, "get", "--raw", path, check=False)
+            return json.loads(proc.stdout) if proc.returncode == 0 else None
+        kind, name = path.split("/")[-3], path.split("/")[-2]
+        assert (kind, path.endswith("/status")) == ("nodes", True)
+        _run(kubectl, *args, "patch", "node", name, "--subresource=status", "--type=merge",
+             "-p", json.dumps(body))  # fmt: skip
+        return None
+
+    def _node_ready(self) -> bool:
+        node = self._api("GET", f"/api/v1/nodes/{NODE_NAME}") or {}
+        conds = node.get("status", {}).get("conditions", [])
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
+
+    def _until(self, deadline: float, what: str, check: Any) -> None:
+        delay = 0.05
+        while not check():
+            for name, pid in self.plane.processes().items():
+                if not alive(pid):
+                    log = self.plane.workdir / f"{name}.log"
+                    raise NodeError(f"{name} exited while waiting for {what}\n{log_tail(log)}")
+            if time.monotonic() > deadline:
+                raise NodeError(f"timed out waiting for {what}")
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.5)
+
+    # -- teardown ---------------------------------------------------------------------------
+
+    def down(self) -> None:
+        """Delete the pods while kubelet still runs (so their networks and mounts go the
+        proper way), stop every process, then put the host back."""
+        if self.plane.processes():
+            with contextlib.suppress(Exception):
+                _drain(self.kubeconfig)
+            self.plane.stop()
+        teardown(self.dir)
+
+
+def _kubectl() -> str:
+    return str(ensure_tools().kubectl)
+
+
+def _archive_tags(archive: Path) -> list[str]:
+    with tarfile.open(archive) as tar:
+        member = tar.extractfile("manifest.json")
+        assert member is not None
+        return [t for entry in json.load(member) for t in entry.get("RepoTags") or []]
+
+
+def _drain(kubeconfig: Path, timeout: float = 60) -> None:
+    """Delete every workload and pod, and wait (bounded) for the pods to be gone."""
+    kubectl = [_kubectl(), "--kubeconfig", str(kubeconfig), "--request-timeout=10s"]
+    _run(*kubectl, "delete", "tfjobs,deployments,statefulsets,replicasets,daemonsets,jobs",
+         "--all", "-A", "--wait=false", check=False)  # fmt: skip
+    _run(*kubectl, "delete", "pods", "--all", "-A", "--grace-period=1", "--wait=false", check=False)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        proc = _run(*kubectl, "get", "pods", "-A", "-o", "name", check=False)
+        if proc.returncode != 0 or not proc.stdout.strip():
+            break
+        time.sleep(0.5)
+    while time.monotonic() < deadline and list(Path("/run/netns").glob("cni-*")):
+        time.sleep(0.2)
+
+
+def _our_shims(socket_path: Path) -> list[int]:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if (
+            cmdline
+            and cmdline[0].endswith(b"containerd-shim-runc-v2")
+            and str(socket_path).encode() in cmdline
+        ):
+            pids.append(int(proc.name))
+    return pids
+
+
+def _mounts_under(prefixes: list[str]) -> list[str]:
+    mounts = []
+    for line in Path("/proc/mounts").read_text().splitlines():
+        point = line.split()[1].encode().decode("unicode_escape")
+        if any(point == p or point.startswith(p.rstrip("/") + "/") for p in prefixes):
+            mounts.append(point)
+    return sorted(set(mounts), key=len, reverse=True)
+
+
+def leftovers(directory: Path | None = None) -> list[str]:
+    """What of a node is still on the host: empty once `teardown` has run."""
+    d = (directory or state_dir()).absolute()
+    found = []
+    pids_file = d / "pids.json"
+    if pids_file.exists():
+        for name, pid in json.loads(pids_file.read_text()).items():
+            if alive(pid):
+                found.append(f"process {name} ({pid})")
+    found += [f"shim {p}" for p in _our_shims(d / "containerd" / "containerd.sock")]
+    if _run("ip", "link", "show", BRIDGE, check=False).returncode == 0:
+        found.append(f"interface {BRIDGE}")
+    found += [f"netns {p.name}" for p in Path("/run/netns").glob("cni-*")]
+    found += [
+        f"mount {m}" for m in _mounts_under([str(d), str(cache_dir() / "containerd"), *FIXED_PATHS])
+    ]
+    found += [f"iptables {c}" for c in sorted(iptables_chains()) if "/KUBE-" in c]
+    found += [f"cgroup {c}" for c in sorted(map(str, Path("/sys/fs/cgroup").glob("*/kubepods")))]
+    return found
+
+
+def teardown(directory: Path | None = None) -> None:
+    """Put the host back from the records a node left: safe to run twice, or with no node."""
+    d = (directory or state_dir()).absolute()
+    host_file = d / "host.json"
+    host = json.loads(host_file.read_text()) if host_file.exists() else None
+    pids_file = d / "pids.json"
+    pids = json.loads(pids_file.read_text()) if pids_file.exists() else {}
+    for name in reversed(list(pids)):
+        terminate(pids[name], 10, exe=EXES.get(name, name))
+    sock = d / "containerd" / "containerd.sock"
+    for pid in _our_shims(sock):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    kube_proxy = built_bin_dir() / "kube-proxy"
+    if kube_proxy.exists():
+        _run(str(kube_proxy), "--cleanup", "--proxy-mode=iptables", check=False)
+    before = set(host["chains"]) if host else set()
+    for chain in sorted(iptables_chains() - before):
+        if "/KUBE-" in chain:
+            table, name = chain.split("/", 1)
+            _run("iptables", "-t", table, "-F", name, check=False)
+    for chain in sorted(iptables_chains() - before):
+        if "/KUBE-" in chain:
+            table, name = chain.split("/", 1)
+            _run("iptables", "-t", table, "-X", name, check=False)
+    for netns in Path("/run/netns").glob("cni-*"):
+        _run("ip", "netns", "delete", netns.name, check=False)
+    _run("ip", "link", "delete", BRIDGE, check=False)
+    for mount in _mounts_under([str(d), str(cache_dir() / "containerd"), *FIXED_PATHS]):
+        _run("umount", "-l", mount, check=False)
+    # cgroup v1 mounts some hierarchies under two names (cpu and cpuacct are links to
+    # cpu,cpuacct): each hierarchy once, by its real path.
+    for top in {t.resolve() for t in Path("/sys/fs/cgroup").glob("*/kubepods")}:
+        with contextlib.suppress(FileNotFoundError):
+            subs = [p for p in top.rglob("*") if p.is_dir()]
+            for sub in sorted(subs, key=lambda p: len(p.parts), reverse=True):
+                with contextlib.suppress(OSError):
+                    sub.rmdir()
+        with contextlib.suppress(OSError):
+            top.rmdir()
+    if host is not None:
+        _restore_sysctls(host["sysctls"])
+        for path in FIXED_PATHS:
+            if path not in host["fixed_paths"]:
+                shutil.rmtree(path, ignore_errors=True)
+    logs = d / "logs"  # kept, for a look after a failure: the next teardown replaces them
+    if (d / "plane").is_dir():
+        shutil.rmtree(logs, ignore_errors=True)
+        logs.mkdir(parents=True)
+        for log in (d / "plane").glob("*.log"):
+            shutil.copy(log, logs / log.name)
+    for sub in ("plane", "containerd", "kubelet", "cni", "dns", "volumes", "pids.json"):
+        target = d / sub
+        if target.is_dir():
+            shutil.rmtree(target, ignore_errors=True)
+        else:
+            target.unlink(missing_ok=True)
+    host_file.unlink(missing_ok=True)

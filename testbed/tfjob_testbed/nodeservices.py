@@ -1,0 +1,628 @@
+"""Cluster DNS records and local-path volumes for the single-node test bed.
+
+The bed runs a kubelet but neither CoreDNS nor a storage provisioner. This process stands in
+for both, watching the API server:
+
+- it keeps a hosts file in step with Services and Endpoints; dnsmasq (``--hostsdir``) serves
+  it and re-reads it on change, so pods resolve ``<svc>.<ns>.svc.<domain>`` and the
+  ``<hostname>.<svc>...`` names of StatefulSet pods;
+- like kind's local-path provisioner, it makes a hostPath PersistentVolume for every pending
+  claim of its StorageClass and deletes volume and directory once the claim is gone.
+
+Usage::
+
+    python -m tfjob_testbed.nodeservices --kubeconfig K --hosts-file F --volumes-dir D \\
+        [--cluster-domain cluster.local] [--storage-class standard]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import queue
+import shutil
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePath
+from types import FrameType
+from typing import Any
+
+import kubernetes
+
+PROVISIONER = "tfjob.dev/local-path"
+DEFAULT_DOMAIN = "cluster.local"
+DEFAULT_STORAGE_CLASS = "standard"
+ANN_PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"
+ANN_DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
+ANN_BETA_CLASS = "volume.beta.kubernetes.io/storage-class"  # still honoured by the PV binder
+VOLUME_DIR_MODE = 0o777  # pods run as non-root (UID 65532) and must write their volume
+
+SERVICES, ENDPOINTS, CLAIMS, VOLUMES = "services", "endpoints", "claims", "volumes"
+WATCH_SECONDS = 300
+REQUEST_TIMEOUT = (5.0, 30.0)
+MIN_BACKOFF, MAX_BACKOFF = 0.25, 5.0
+
+Obj = dict[str, Any]
+Key = tuple[str, str]
+
+log = logging.getLogger("nodeservices")
+
+
+# -- pure functions ------------------------------------------------------------------------
+
+
+def key_of(obj: Mapping[str, Any]) -> Key:
+    """(namespace, name); namespace is "" for cluster-scoped objects."""
+    meta = obj.get("metadata") or {}
+    return meta.get("namespace") or "", meta.get("name") or ""
+
+
+def _published_addresses(endpoints: Mapping[str, Any] | None, not_ready: bool) -> list[Obj]:
+    """Addresses DNS answers with: ready ones, and not-ready ones when the Service publishes
+    them (the operator's headless Services do, so workers resolve each other while starting)."""
+    out: list[Obj] = []
+    for subset in (endpoints or {}).get("subsets") or []:
+        out.extend(subset.get("addresses") or [])
+        if not_ready:
+            out.extend(subset.get("notReadyAddresses") or [])
+    return out
+
+
+def dns_records(
+    services: Iterable[Mapping[str, Any]],
+    endpoints: Iterable[Mapping[str, Any]],
+    domain: str = DEFAULT_DOMAIN,
+) -> list[str]:
+    """Hosts-file lines ("IP NAME") the cluster DNS would answer for, sorted by name then IP.
+
+    A ClusterIP Service resolves to its cluster IPs; a headless one to its published endpoint
+    addresses, and each such address with a ``hostname`` also gets
+    ``<hostname>.<svc>.<ns>.svc.<domain>``, as the Kubernetes DNS spec defines for headless
+    Services only. ExternalName Services need a CNAME, which a hosts file cannot hold.
+    """
+    by_key = {key_of(e): e for e in endpoints}
+    records: set[tuple[str, str]] = set()
+    for svc in services:
+        ns, name = key_of(svc)
+        spec = svc.get("spec") or {}
+        if spec.get("type") == "ExternalName":
+            continue
+        fqdn = f"{name}.{ns}.svc.{domain}"
+        cluster_ips = [ip for ip in (spec.get("clusterIPs") or [spec.get("clusterIP")]) if ip]
+        if "None" not in cluster_ips:
+            records.update((fqdn, ip) for ip in cluster_ips)
+            continue
+        not_ready = bool(spec.get("publishNotReadyAddresses"))
+        for address in _published_addresses(by_key.get((ns, name)), not_ready):
+            ip = address.get("ip")
+            if not ip:
+                continue
+            records.add((fqdn, ip))
+            if address.get("hostname"):
+                records.add((f"{address['hostname']}.{fqdn}", ip))
+    return [f"{ip} {name}" for name, ip in sorted(records)]
+
+
+def storage_class_manifest(name: str = DEFAULT_STORAGE_CLASS) -> Obj:
+    """The default StorageClass whose claims this process provisions, as kind names its own."""
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": name, "annotations": {ANN_DEFAULT_CLASS: "true"}},
+        "provisioner": PROVISIONER,
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "Immediate",
+    }
+
+
+def claim_class(claim: Mapping[str, Any]) -> str | None:
+    """The claim's class, read the way the PV binder reads it (beta annotation first)."""
+    annotations = (claim.get("metadata") or {}).get("annotations") or {}
+    if ANN_BETA_CLASS in annotations:
+        return str(annotations[ANN_BETA_CLASS])
+    return (claim.get("spec") or {}).get("storageClassName")
+
+
+def volume_dir(volumes_dir: PurePath, claim: Mapping[str, Any]) -> PurePath:
+    """Where the claim's data lives: ``<volumes_dir>/<namespace>-<name>-<uid>``."""
+    meta = claim["metadata"]
+    return volumes_dir / f"{meta['namespace']}-{meta['name']}-{meta['uid']}"
+
+
+def volume_for_claim(
+    claim: Mapping[str, Any], volumes_dir: PurePath, storage_class: str = DEFAULT_STORAGE_CLASS
+) -> Obj | None:
+    """The PersistentVolume to create for ``claim``, or None when it is not ours to provision.
+
+    Ours: a Pending claim of ``storage_class`` that no volume is bound to yet. A claim that
+    names no class at all is left alone, as the binder would: only the DefaultStorageClass
+    admission (or the user) makes it ours by setting ``spec.storageClassName``. Claims with a
+    selector, a data source or a block volume mode are skipped, as external provisioners do.
+    """
+    meta = claim.get("metadata") or {}
+    spec = claim.get("spec") or {}
+    phase = (claim.get("status") or {}).get("phase", "Pending")
+    storage = ((spec.get("resources") or {}).get("requests") or {}).get("storage")
+    if (
+        claim_class(claim) != storage_class
+        or phase != "Pending"
+        or spec.get("volumeName")
+        or meta.get("deletionTimestamp")
+        or spec.get("selector")
+        or spec.get("dataSource")
+        or spec.get("volumeMode", "Filesystem") != "Filesystem"
+        or not storage
+        or not meta.get("uid")
+    ):
+        return None
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {
+            "name": f"pvc-{meta['uid']}",
+            "annotations": {ANN_PROVISIONED_BY: PROVISIONER},
+        },
+        "spec": {
+            "capacity": {"storage": storage},
+            "accessModes": list(spec.get("accessModes") or []),
+            "claimRef": {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "namespace": meta["namespace"],
+                "name": meta["name"],
+                "uid": meta["uid"],
+            },
+            "storageClassName": storage_class,
+            "persistentVolumeReclaimPolicy": "Delete",
+            "volumeMode": "Filesystem",
+            "hostPath": {
+                "path": str(volume_dir(volumes_dir, claim)),
+                "type": "DirectoryOrCreate",
+            },
+        },
+    }
+
+
+def released_volume_dir(volume: Mapping[str, Any], volumes_dir: PurePath) -> PurePath | None:
+    """The directory to delete with ``volume``, or None unless the volume is ours, Released
+    and reclaimed by Delete. A path outside ``volumes_dir`` is never ours to remove."""
+    meta = volume.get("metadata") or {}
+    spec = volume.get("spec") or {}
+    path = (spec.get("hostPath") or {}).get("path")
+    if (
+        (meta.get("annotations") or {}).get(ANN_PROVISIONED_BY) != PROVISIONER
+        or spec.get("persistentVolumeReclaimPolicy") != "Delete"
+        or (volume.get("status") or {}).get("phase") != "Released"
+        or not path
+    ):
+        return None
+    pure = PurePath(os.path.normpath(path))
+    if pure.parent != PurePath(os.path.normpath(volumes_dir)) or pure.name in ("", "..", "."):
+        return None
+    return pure
+
+
+def hosts_text(lines: list[str]) -> str:
+    """The hosts file: a header saying where it comes from, then one record a line."""
+    return "# cluster DNS records, written by tfjob_testbed.nodeservices\n" + "".join(
+        f"{line}\n" for line in lines
+    )
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace ``path`` in one rename, so dnsmasq never reads half a file. The temporary file
+    is a dotfile, which dnsmasq's --hostsdir ignores."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.chmod(0o644)  # dnsmasq drops root before reading
+    os.replace(tmp, path)
+
+
+def describe(e: BaseException) -> str:
+    """One short line for a log: urllib3 nests the cause of a refused connection deep down."""
+    if isinstance(e, kubernetes.client.ApiException):
+        return f"{e.status} {e.reason}"
+    reason = getattr(e, "reason", None)  # MaxRetryError
+    if isinstance(reason, BaseException):
+        e = reason
+    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+
+
+# -- list and watch ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Synced:
+    """A fresh list of one kind: it replaces everything known of that kind."""
+
+    kind: str
+    items: list[Obj]
+
+
+@dataclass(frozen=True)
+class Changed:
+    """One watch event (ADDED, MODIFIED or DELETED)."""
+
+    kind: str
+    type: str
+    obj: Obj
+
+
+Message = Synced | Changed
+
+
+class Reflector(threading.Thread):
+    """Lists one kind, then watches it from the list's resourceVersion, sending a Synced and
+    then Changed messages to ``out``. A watch that ends is resumed from the last version seen;
+    one that expired (410 Gone) is replaced by a new list; errors (the API server restarting)
+    are retried with a growing delay."""
+
+    def __init__(
+        self,
+        kind: str,
+        list_fn: Callable[..., Any],
+        out: queue.Queue[Message],
+        *,
+        watch_seconds: int = WATCH_SECONDS,
+        min_backoff: float = MIN_BACKOFF,
+        max_backoff: float = MAX_BACKOFF,
+    ) -> None:
+        super().__init__(name=f"watch-{kind}", daemon=True)
+        self.kind, self.list_fn, self.out = kind, list_fn, out
+        self.watch_seconds = watch_seconds
+        self.min_backoff, self.max_backoff = min_backoff, max_backoff
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        backoff = self.min_backoff
+        failing = False
+        while not self.stopping.is_set():
+            try:
+                version = self._list()
+                if failing:
+                    log.info("%s: listed again at resourceVersion %s", self.kind, version)
+                failing, backoff = False, self.min_backoff
+                self._watch(version)
+                return
+            except kubernetes.client.ApiException as e:
+                if e.status == 410:
+                    log.info("%s: watch expired (410 Gone), listing again", self.kind)
+                    continue
+                error = describe(e)
+            except Exception as e:  # the thread must outlive any failure of the API server
+                error = describe(e)
+            failing = True
+            log.info("%s: %s; retrying in %.2fs", self.kind, error, backoff)
+            self.stopping.wait(backoff)
+            backoff = min(backoff * 2, self.max_backoff)
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def _list(self) -> str:
+        resp = self.list_fn(_preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+        body = json.loads(resp.data)
+        self.out.put(Synced(self.kind, list(body.get("items") or [])))
+        return str(body["metadata"]["resourceVersion"])
+
+    def _watch(self, version: str) -> None:
+        """Stream events until stopped; raises on errors, ApiException(410) on expiry."""
+        while not self.stopping.is_set():
+            watch = kubernetes.watch.Watch()
+            for event in watch.stream(
+                self.list_fn,
+                resource_version=version,
+                timeout_seconds=self.watch_seconds,
+                allow_watch_bookmarks=True,
+                deserialize=False,
+                _request_timeout=(REQUEST_TIMEOUT[0], self.watch_seconds + REQUEST_TIMEOUT[1]),
+            ):
+                obj = event["object"]
+                version = obj["metadata"]["resourceVersion"]
+                if event["type"] != "BOOKMARK":
+                    self.out.put(Changed(self.kind, event["type"], obj))
+                if self.stopping.is_set():
+                    watch.stop()
+
+
+# -- the services --------------------------------------------------------------------------
+
+
+@dataclass
+class Config:
+    """The command line."""
+
+    kubeconfig: Path
+    hosts_file: Path
+    volumes_dir: Path
+    domain: str = DEFAULT_DOMAIN
+    storage_class: str = DEFAULT_STORAGE_CLASS
+
+
+@dataclass
+class _State:
+    """Everything the main loop knows; only its thread touches it."""
+
+    objects: dict[str, dict[Key, Obj]] = field(
+        default_factory=lambda: {k: {} for k in (SERVICES, ENDPOINTS, CLAIMS, VOLUMES)}
+    )
+    synced: set[str] = field(default_factory=set)
+    written: list[str] | None = None  # hosts lines last written; None: not yet this run
+    dns_dirty: bool = True
+    class_ready: bool = False
+    volumes_checked: bool = False  # the first pass over all claims and volumes is done
+    dirty_claims: set[Key] = field(default_factory=set)
+    dirty_volumes: set[Key] = field(default_factory=set)
+
+
+class NodeServices:
+    """One thread owns all state: reflectors feed it messages, it writes the hosts file and
+    creates and deletes volumes, retrying whatever failed."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.queue: queue.Queue[Message] = queue.Queue()
+        self.state = _State()
+        api = self._client()
+        self.core = kubernetes.client.CoreV1Api(api)
+        self.storage = kubernetes.client.StorageV1Api(api)
+        self.reflectors: list[Reflector] = []
+        self._backoff = MIN_BACKOFF
+
+    def _client(self) -> kubernetes.client.ApiClient:
+        """A client of its own per thread: a shared pool would be too small for four watches."""
+        return kubernetes.config.new_client_from_config(config_file=str(self.config.kubeconfig))
+
+    def start(self) -> None:
+        """One reflector per kind, all namespaces."""
+        for kind, list_name in (
+            (SERVICES, "list_service_for_all_namespaces"),
+            (ENDPOINTS, "list_endpoints_for_all_namespaces"),
+            (CLAIMS, "list_persistent_volume_claim_for_all_namespaces"),
+            (VOLUMES, "list_persistent_volume"),
+        ):
+            core = kubernetes.client.CoreV1Api(self._client())
+            reflector = Reflector(kind, getattr(core, list_name), self.queue)
+            self.reflectors.append(reflector)
+            reflector.start()
+
+    def run(self) -> None:
+        """Handle messages forever; a batch of them leads to at most one hosts-file write."""
+        self.start()
+        retry_at: float | None = None
+        while True:
+            timeout = None if retry_at is None else max(0.0, retry_at - time.monotonic())
+            try:
+                batch = [self.queue.get(timeout=timeout)]
+            except queue.Empty:
+                batch = []
+            while True:
+                try:
+                    batch.append(self.queue.get_nowait())
+                except queue.Empty:
+                    break
+            for message in batch:
+                self.apply(message)
+            retry_at = self.reconcile()
+
+    def apply(self, message: Message) -> None:
+        """Update what is known and mark what needs acting on."""
+        st = self.state
+        store = st.objects[message.kind]
+        if isinstance(message, Synced):
+            store.clear()
+            store.update((key_of(o), o) for o in message.items)
+            st.synced.add(message.kind)
+            touched = set(store)
+        else:
+            key = key_of(message.obj)
+            if message.type == "DELETED":
+                store.pop(key, None)
+            else:
+                store[key] = message.obj
+            touched = {key}
+        if message.kind in (SERVICES, ENDPOINTS):
+            st.dns_dirty = True
+        elif message.kind == CLAIMS:
+            st.dirty_claims |= touched
+        else:
+            st.dirty_volumes |= touched
+
+    def reconcile(self) -> float | None:
+        """Act on what changed; return when to try failed steps again (None: nothing failed)."""
+        st = self.state
+        failed = False
+        if st.dns_dirty and {SERVICES, ENDPOINTS} <= st.synced:
+            try:
+                self._write_hosts()
+                st.dns_dirty = False
+            except OSError as e:
+                log.info("hosts: cannot write %s: %s", self.config.hosts_file, e)
+                failed = True
+        if not st.class_ready:
+            try:
+                self._ensure_storage_class()
+                st.class_ready = True
+            except Exception as e:
+                log.info("storage class %s: %s", self.config.storage_class, describe(e))
+                failed = True
+        if {CLAIMS, VOLUMES} <= st.synced:
+            failed |= self._each(st.dirty_claims, self._provision)
+            failed |= self._each(st.dirty_volumes, self._reclaim)
+            if not st.volumes_checked:
+                st.volumes_checked = True
+                log.info(
+                    "volumes: checked %d claims and %d volumes",
+                    len(st.objects[CLAIMS]),
+                    len(st.objects[VOLUMES]),
+                )
+        if not failed:
+            self._backoff = MIN_BACKOFF
+            return None
+        retry_at = time.monotonic() + self._backoff
+        self._backoff = min(self._backoff * 2, MAX_BACKOFF)
+        return retry_at
+
+    @staticmethod
+    def _each(keys: set[Key], act: Callable[[Key], None]) -> bool:
+        """Run ``act`` on every key; keys that failed stay in the set. True if any failed."""
+        failed: set[Key] = set()
+        for key in sorted(keys):
+            try:
+                act(key)
+            except Exception as e:
+                log.info("%s %s: %s", act.__name__.strip("_"), "/".join(key), describe(e))
+                failed.add(key)
+        keys.clear()
+        keys |= failed
+        return bool(failed)
+
+    def _write_hosts(self) -> None:
+        st = self.state
+        lines = dns_records(
+            st.objects[SERVICES].values(), st.objects[ENDPOINTS].values(), self.config.domain
+        )
+        if lines == st.written:
+            return
+        self.config.hosts_file.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(self.config.hosts_file, hosts_text(lines))
+        st.written = lines
+        log.info("hosts: wrote %d records to %s", len(lines), self.config.hosts_file)
+
+    def _ensure_storage_class(self) -> None:
+        body = storage_class_manifest(self.config.storage_class)
+        try:
+            self.storage.create_storage_class(body, _preload_content=False)
+            log.info(
+                "storage class %s created (default, %s)", body["metadata"]["name"], PROVISIONER
+            )
+        except kubernetes.client.ApiException as e:
+            if e.status != 409:
+                raise
+            resp = self.storage.read_storage_class(body["metadata"]["name"], _preload_content=False)
+            found = json.loads(resp.data).get("provisioner")
+            if found != PROVISIONER:
+                log.info(
+                    "storage class %s exists with provisioner %s", body["metadata"]["name"], found
+                )
+
+    def _provision(self, key: Key) -> None:
+        claim = self.state.objects[CLAIMS].get(key)
+        if claim is None:
+            return
+        pv = volume_for_claim(claim, self.config.volumes_dir, self.config.storage_class)
+        if pv is None:
+            return
+        name = pv["metadata"]["name"]
+        if ("", name) in self.state.objects[VOLUMES]:
+            return  # made before, the binder has yet to bind it
+        path = Path(pv["spec"]["hostPath"]["path"])
+        path.mkdir(parents=True, exist_ok=True)
+        path.chmod(VOLUME_DIR_MODE)  # mkdir's mode is cut by the umask
+        try:
+            self.core.create_persistent_volume(pv, _preload_content=False)
+        except kubernetes.client.ApiException as e:
+            if e.status == 409:
+                return  # made before a restart; its ADDED event is on the way
+            raise
+        self.state.objects[VOLUMES][("", name)] = pv
+        log.info(
+            "volume %s created for claim %s (%s, %s) at %s",
+            name,
+            "/".join(key),
+            pv["spec"]["capacity"]["storage"],
+            ",".join(pv["spec"]["accessModes"]),
+            path,
+        )
+
+    def _reclaim(self, key: Key) -> None:
+        pv = self.state.objects[VOLUMES].get(key)
+        if pv is None:
+            return
+        pure = released_volume_dir(pv, self.config.volumes_dir)
+        if pure is None:
+            return
+        path = Path(pure)
+        removed = path.exists()
+        if removed:
+            shutil.rmtree(path)
+        deleted = False
+        if not pv["metadata"].get("deletionTimestamp"):
+            try:
+                self.core.delete_persistent_volume(key[1], _preload_content=False)
+                deleted = True
+            except kubernetes.client.ApiException as e:
+                if e.status != 404:
+                    raise
+        if removed or deleted:
+            ref = pv["spec"].get("claimRef") or {}
+            log.info(
+                "volume %s deleted (claim %s/%s gone), directory %s",
+                key[1],
+                ref.get("namespace"),
+                ref.get("name"),
+                "removed" if removed else "already gone",
+            )
+
+
+# -- command line --------------------------------------------------------------------------
+
+
+class _Stop(BaseException):
+    """Raised by the SIGTERM/SIGINT handler to unwind the main loop."""
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    raise _Stop(signal.Signals(signum).name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tfjob_testbed.nodeservices",
+        description="Cluster DNS records for dnsmasq and a local-path volume provisioner.",
+    )
+    parser.add_argument("--kubeconfig", type=Path, required=True)
+    parser.add_argument("--hosts-file", type=Path, required=True, help="written for dnsmasq")
+    parser.add_argument("--volumes-dir", type=Path, required=True, help="volumes live here")
+    parser.add_argument("--cluster-domain", default=DEFAULT_DOMAIN)
+    parser.add_argument("--storage-class", default=DEFAULT_STORAGE_CLASS)
+    args = parser.parse_args(argv)
+
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s.%(msecs)03d nodeservices %(message)s", "%H:%M:%S")
+    )
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    logging.getLogger("urllib3").setLevel(logging.ERROR)  # its retries are reported above
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    config = Config(
+        kubeconfig=args.kubeconfig,
+        hosts_file=args.hosts_file.absolute(),
+        volumes_dir=args.volumes_dir.absolute(),
+        domain=args.cluster_domain,
+        storage_class=args.storage_class,
+    )
+    config.volumes_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        log.info(
+            "started: hosts %s, volumes %s, class %s",
+            config.hosts_file,
+            config.volumes_dir,
+            config.storage_class,
+        )
+        NodeServices(config).run()
+    except _Stop as e:
+        log.info("stopping (%s)", e)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""The chief's progress: a log line per report in the classic recipes' format, TensorBoard
+scalars beside it, and the throughput and time to first step the result line gives."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import tensorflow as tf
+
+from . import STARTED
+from .summaries import Details
+
+
+@dataclass
+class Progress:
+    """The chief's log lines and TensorBoard scalars, in the classic recipes' format."""
+
+    writer: Any
+    global_batch: int
+    start_step: int
+    last_step: int = 0
+    last_time: float = field(default_factory=time.perf_counter)
+    started: float = STARTED  # time to first step counts from the process's start
+    first_step_at: float | None = None
+    examples_per_sec: float = 0.0
+    first_report: tuple[int, float] | None = None
+    # Histograms of these weights and a few input images, at `details`' interval.
+    details: Details | None = None
+    weights: Callable[[], Iterable[Any]] | None = None
+
+    def steady_examples_per_sec(self) -> float | None:
+        """Throughput after the first report: without start-up, tracing and compilation."""
+        if self.first_report is None or self.last_step <= self.first_report[0]:
+            return None
+        step, at = self.first_report
+        return (self.last_step - step) * self.global_batch / (self.last_time - at)
+
+    def report(self, step: int, loss: float, accuracy: float) -> None:
+        now = time.perf_counter()
+        if self.first_step_at is None:
+            self.first_step_at = now - self.started
+            self.first_report = (step, now)
+        steps = max(step - self.last_step, 1)
+        elapsed = max(now - self.last_time, 1e-9)
+        if self.last_step:
+            self.examples_per_sec = steps * self.global_batch / elapsed
+            print(
+                f"step {step}, loss = {loss:.2f} ({self.examples_per_sec:.1f} examples/sec; "
+                f"{elapsed / steps:.3f} sec/batch)",
+                flush=True,
+            )
+            if self.writer is not None:
+                with self.writer.as_default(step=step):
+                    tf.summary.scalar("examples_per_sec", self.examples_per_sec)
+        else:
+            print(f"step {step}, loss = {loss:.2f}", flush=True)
+        if self.writer is not None:
+            with self.writer.as_default(step=step):
+                tf.summary.scalar("loss", loss)
+                tf.summary.scalar("accuracy", accuracy)
+            self.writer.flush()
+            if self.details is not None and self.weights is not None:
+                self.details.write(self.writer, step, self.weights())
+        self.last_step, self.last_time = step, now
