@@ -22,8 +22,8 @@
 
 # Python 3.11.14 on Debian bookworm, slim: the tag for readers, the digest (the multi-arch
 # index) so a rebuilt tag cannot change the image under us. An argument only so a machine with no
-# registry can build on a local stand-in (tests/support/images.py: Debian's own python3, with
-# `python` on PATH); images for users are built on this default.
+# registry can build on a local stand-in (testbed/tfjob_testbed/images.py: Debian's own python3,
+# with `python` on PATH); images for users are built on this default.
 ARG BASE_IMAGE=python:3.11.14-slim-bookworm@sha256:65a93d69fa75478d554f4ad27c85c1e69fa184956261b4301ebaf6dbb0a3543d
 FROM ${BASE_IMAGE} AS python
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -36,12 +36,12 @@ FROM python AS build
 WORKDIR /src
 RUN python -m venv /opt/venv
 COPY pyproject.toml ./
-# The operator's requirements are the project's dependencies; the trainer's are its extra alone
-# (the trainer imports nothing of the operator's); and one file for the build backend.
-RUN python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print(*p["dependencies"], sep="\n")' \
-      > requirements-operator.txt \
- && python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print(*p["optional-dependencies"]["trainer"], sep="\n")' \
-      > requirements-trainer.txt \
+# One requirements file per image: the operator's are the project's dependencies, the trainer's
+# its extra alone (the trainer imports nothing of the operator's); and one for the build backend.
+RUN for part in operator trainer; do \
+      python -c 'import sys, tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print(*(p["dependencies"] if sys.argv[1] == "operator" else p["optional-dependencies"][sys.argv[1]]), sep="\n")' \
+        "$part" > "requirements-$part.txt" || exit 1; \
+    done \
  && python -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"], sep="\n")' \
       > requirements-build.txt \
  && /opt/venv/bin/pip install --no-cache-dir -r requirements-build.txt

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tfjob_operator.cli.localrun import is_chatter
+from tfjob_operator.cli.output import is_chatter
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tfjob_operator.controller.leader import Timing, claim, expiry, format_time, parse_time, release
+from tfjob_operator.controller.leader import Timing, claim, expiry, format_time, release
+from tfjob_operator.rules.status import parse_timestamp as parse_time
 
 NOW = datetime(2026, 11, 24, 12, 0, 0, 500000, tzinfo=UTC)
 ME, OTHER = "op-a_1234", "op-b_5678"

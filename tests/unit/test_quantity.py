@@ -37,7 +37,21 @@ VALID = [
     (0.5, Decimal("0.5")),
 ]
 
-INVALID = ["", "Gi", "1Gb", "1ki", "1mi", "1 Gi", " 1", "1i", "nan", "Infinity", "1e", "1.2.3", "--1"]
+INVALID = [
+    "",
+    "Gi",
+    "1Gb",
+    "1ki",
+    "1mi",
+    "1 Gi",
+    " 1",
+    "1i",
+    "nan",
+    "Infinity",
+    "1e",
+    "1.2.3",
+    "--1",
+]
 
 
 @pytest.mark.parametrize(("text", "value"), VALID)

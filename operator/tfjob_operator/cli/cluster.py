@@ -26,10 +26,11 @@ import urllib3
 import yaml
 
 from tfjob_operator.api.spec import API_VERSION, GROUP, KIND, PLURAL, VERSION, ReplicaType
-from tfjob_operator.cli.localrun import line_prefix, result_of, summary_lines
+from tfjob_operator.cli.output import line_prefix, summary_lines
 from tfjob_operator.rules import naming
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.lifecycle import JobView
+from tfjob_protocol.result import Result, parse_last
 
 CRD = f"{PLURAL}.{GROUP}"
 POLL_SECONDS = 0.5
@@ -145,10 +146,10 @@ def replica_key(pod: str, job: str) -> tuple[int, int, str]:
 
 def age(created: Any, now: datetime | None = None) -> str:
     """kubectl's AGE: 45s, 12m, 3h, 2d."""
+    if isinstance(created, str):
+        created = st.parse_timestamp(created)
     if created is None:
         return "-"
-    if isinstance(created, str):
-        created = datetime.fromisoformat(created.replace("Z", "+00:00"))
     seconds = max(0, int(((now or datetime.now(UTC)) - created).total_seconds()))
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
@@ -370,14 +371,14 @@ class LogStream:
     replica: str
     index: int
     printer: Printer
-    result: dict[str, Any] | None = None
+    result: Result | None = None
 
     @property
     def prefix(self) -> str:
         return line_prefix(self.replica, self.index, self.printer.colour)
 
     def _emit(self, text: str) -> None:
-        if (r := result_of(text)) is not None:
+        if (r := parse_last(text)) is not None:
             self.result = r
         self.printer.line(self.prefix, text)
 

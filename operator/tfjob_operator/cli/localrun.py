@@ -9,9 +9,7 @@ is its own.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -24,6 +22,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tfjob_operator.api.spec import ReplicaType
+from tfjob_operator.cli.output import is_chatter, line_prefix, summary_lines
 from tfjob_operator.rules import naming, tfconfig
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.children import (
@@ -31,46 +30,14 @@ from tfjob_operator.rules.children import (
     ENV_JOB_NAME,
     ENV_REPLICA_TYPE,
     OPERATOR_ENV,
+    mounts_checkpoint,
     tensorflow_container_index,
 )
 from tfjob_operator.rules.lifecycle import JobView, decide
 from tfjob_operator.rules.pods import Exit, PodObservation
+from tfjob_protocol.result import Result, parse_last
 
 DEFAULT_ENTRYPOINT = [sys.executable, "-m", "tfjob_trainer"]
-# TensorFlow's C++ start-up chatter at INFO and WARNING level (oneDNN, CPU features, absl's
-# preamble, gRPC servers starting), which buries the training lines: hidden unless --verbose.
-# Errors (E, F) always show.
-CPP_CHATTER = re.compile(
-    r"^(?:[IW]\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ \S+:\d+\]"  # absl: I0000 00:00:17.1  12 x.cc:3]
-    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IW] \S+:\d+\]"  # 2026-01-01 00:00:00.1: I x.cc:3]
-    r"|WARNING: All log messages before absl::InitializeLog\(\) is called"
-    r"|To enable the following instructions: .* rebuild TensorFlow)"
-)
-
-
-def is_chatter(line: str) -> bool:
-    """A line of TensorFlow's C++ start-up logging, not of the program itself."""
-    return CPP_CHATTER.match(line) is not None
-
-
-RESULT_PREFIX = "TFJOB_RESULT "
-COLOURS = ["36", "33", "35", "32", "34", "31"]
-
-
-def result_of(output: str) -> dict[str, Any] | None:
-    """The trainer's result: the last `TFJOB_RESULT {json}` line of its output, if any."""
-    for line in reversed(output.splitlines()):
-        if line.startswith(RESULT_PREFIX):
-            with contextlib.suppress(ValueError):
-                return json.loads(line[len(RESULT_PREFIX) :])
-    return None
-
-
-def line_prefix(name: str, index: int, colour: bool) -> str:
-    """`[worker-1] `, coloured per replica on a terminal."""
-    if not colour:
-        return f"[{name}] "
-    return f"\033[{COLOURS[index % len(COLOURS)]}m[{name}]\033[0m "
 
 
 def free_port() -> int:
@@ -92,7 +59,7 @@ class Task:
     last_exit: Exit | None = None
     exit: Exit | None = None
     restart_at: float = 0.0
-    result: dict[str, Any] | None = None
+    result: Result | None = None
     lines: list[str] = field(default_factory=list)
 
     @property
@@ -144,11 +111,10 @@ class Runner:
         assert spec is not None
         replicas = spec.replicas()
         ports = {rt: [free_port() for _ in range(rs.replicas)] for rt, rs in replicas.items()}
-        cluster = {
-            rt.task_type: [f"127.0.0.1:{p}" for p in ports[rt]]
-            for rt in replicas
-            if rt is not ReplicaType.EVALUATOR and ports[rt]
-        }
+        cluster = tfconfig.cluster_map(
+            {rt: rs.replicas for rt, rs in replicas.items()},
+            lambda rt, i: f"127.0.0.1:{ports[rt][i]}",
+        )
         checkpoints = self.workdir / "checkpoints"
         for rt, rs in replicas.items():
             container = rs.template["spec"]["containers"][tensorflow_container_index(rs.template)]
@@ -178,7 +144,7 @@ class Runner:
                 }
                 if self.verbose and "TF_CPP_MIN_LOG_LEVEL" not in user_env:
                     env["TF_CPP_MIN_LOG_LEVEL"] = "0"  # all of it (the trainer's default is 2)
-                if rt is not ReplicaType.PS:
+                if mounts_checkpoint(rt):
                     # Always, also with no `checkpoint:` section (Kubeflow manifests have none):
                     # here a directory costs nothing, and without one nothing could resume.
                     env[ENV_CHECKPOINT_DIR] = str(checkpoints)
@@ -201,7 +167,7 @@ class Runner:
         assert proc.stdout is not None
         for raw in proc.stdout:
             line = raw.decode(errors="replace").rstrip("\n")
-            if (result := result_of(line)) is not None:
+            if (result := parse_last(line)) is not None:
                 task.result = result
             if self.verbose or not is_chatter(line):
                 self.say(prefix + line)
@@ -273,37 +239,6 @@ class Runner:
             tensorboard=f"tensorboard --logdir {logs}",
         ):
             self.say(line)
-
-
-def summary_lines(
-    status: st.Status,
-    duration: float,
-    results: list[dict[str, Any] | None],
-    *,
-    checkpoints: object = "-",
-    tensorboard: str = "-",
-) -> list[str]:
-    """The closing summary of a job, the same for `tfjob run` and `tfjob submit --follow`:
-    its state and message, and what the chief's result line says."""
-    state = st.state(status)
-    final: dict[str, Any] = next(
-        (c for c in reversed(status.get("conditions", [])) if c["type"] == state), {}
-    )
-    chief = (
-        next((r for r in results if r and r.get("export")), None)
-        or next((r for r in results if r), None)
-        or {}
-    )
-    rows = [
-        ("state", f"{state}: {final.get('message', '')}"),
-        ("duration", f"{duration:.1f} s"),
-        ("steps", chief.get("steps", "-")),
-        ("test accuracy", chief.get("test_accuracy", "-")),
-        ("checkpoint", chief.get("checkpoint") or checkpoints),
-        ("export", chief.get("export", "-")),
-        ("tensorboard", tensorboard),
-    ]
-    return [f"{key:>14}  {value}" for key, value in rows]
 
 
 def _signal(proc: subprocess.Popen[bytes], sig: int) -> None:

@@ -30,6 +30,7 @@ from typing import Any
 import kubernetes
 
 from tfjob_operator.controller import metrics
+from tfjob_operator.rules.status import parse_timestamp
 
 log = logging.getLogger(__name__)
 
@@ -77,21 +78,12 @@ def format_time(t: datetime) -> str:
     return t.astimezone(UTC).strftime(MICROTIME)
 
 
-def parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def expiry(spec: dict[str, Any] | None, duration: float) -> datetime | None:
     """When the Lease as written runs out; None when nobody holds it."""
     spec = spec or {}
     if not spec.get("holderIdentity"):
         return None
-    renewed = parse_time(spec.get("renewTime")) or parse_time(spec.get("acquireTime"))
+    renewed = parse_timestamp(spec.get("renewTime")) or parse_timestamp(spec.get("acquireTime"))
     if renewed is None:
         return None
     return renewed + timedelta(seconds=spec.get("leaseDurationSeconds") or duration)

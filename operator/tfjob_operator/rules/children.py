@@ -102,7 +102,7 @@ def check_additions(spec: TFJobSpec) -> tuple[list[str], list[str]]:
                     f"{path}.containers[{i}].env[{j}]: {e['name']} is set by the operator; "
                     "the value given here is replaced"
                 )
-        if spec.checkpoint is None or rt is ReplicaType.PS:
+        if spec.checkpoint is None or not mounts_checkpoint(rt):
             continue
         mount = spec.checkpoint.mount_path.rstrip("/") or "/"
         for j, m in enumerate(container.get("volumeMounts") or []):
@@ -250,9 +250,15 @@ def checkpoint_claim(job: JobRef, spec: TFJobSpec) -> Manifest | None:
     }
 
 
+def mounts_checkpoint(rt: ReplicaType) -> bool:
+    """Every replica type but the parameter servers: they hold variables, and the chief
+    saves them; a PS never reads or writes the checkpoint directory."""
+    return rt is not ReplicaType.PS
+
+
 def checkpoint_mount(job: JobRef, spec: TFJobSpec, rt: ReplicaType) -> tuple[str, str] | None:
     """(claim, mount path) for replica types that train; parameter servers get none."""
-    if spec.checkpoint is None or rt is ReplicaType.PS:
+    if spec.checkpoint is None or not mounts_checkpoint(rt):
         return None
     claim = spec.checkpoint.claim_name or naming.checkpoint_claim_name(job.name)
     return claim, spec.checkpoint.mount_path

@@ -12,6 +12,7 @@ from typing import Any
 
 from tfjob_operator.api.spec import ReplicaType
 from tfjob_operator.rules import naming
+from tfjob_operator.rules import status as st
 from tfjob_operator.rules.children import tensorflow_container_index
 
 
@@ -118,16 +119,6 @@ def _unscheduled_by(pod: dict[str, Any]) -> str | None:
     return scheduler
 
 
-def _created(meta: dict[str, Any]) -> datetime | None:
-    value = meta.get("creationTimestamp")
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def observe(pod: dict[str, Any]) -> PodObservation | None:
     """Reduce a pod to what the lifecycle rules need; None for pods that are not ours."""
     meta = pod.get("metadata") or {}
@@ -155,5 +146,5 @@ def observe(pod: dict[str, Any]) -> PodObservation | None:
         deleting=meta.get("deletionTimestamp") is not None,
         stuck=_stuck(pod, state),
         unscheduled_by=_unscheduled_by(pod),
-        created=_created(meta),
+        created=st.parse_timestamp(meta.get("creationTimestamp")),
     )

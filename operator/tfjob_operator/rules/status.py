@@ -60,10 +60,16 @@ def timestamp(now: datetime) -> str:
     return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def parse_timestamp(value: str | None) -> datetime | None:
-    if not value:
+def parse_timestamp(value: object) -> datetime | None:
+    """Any time the API server writes (`2026-01-02T03:04:05Z`, a Lease's microseconds), as an
+    aware datetime; None for no time or one that is not a time."""
+    if not isinstance(value, str) or not value:
         return None
-    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def find(status: Status, cond_type: str) -> dict[str, Any] | None:

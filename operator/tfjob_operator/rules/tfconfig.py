@@ -8,7 +8,7 @@ label by the downward API), so every pod gets its own valid TF_CONFIG with no wr
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from tfjob_operator.api.spec import ReplicaType
 from tfjob_operator.rules import naming
@@ -19,6 +19,22 @@ INDEX_REFERENCE = f"$({ENV_TASK_INDEX})"
 _INDEX_PLACEHOLDER = "__TFJOB_TASK_INDEX__"
 
 
+def cluster_map(
+    replicas: Mapping[ReplicaType, int], address: Callable[[ReplicaType, int], str]
+) -> dict[str, list[str]]:
+    """The `cluster` map: every task's address, by lower-case task type, wherever the tasks
+    run (pods on a cluster, processes on 127.0.0.1).
+
+    The Evaluator is left out: it is not part of the training cluster, and listing it makes
+    ParameterServerStrategy wait for it forever.
+    """
+    return {
+        rt.task_type: [address(rt, i) for i in range(count)]
+        for rt, count in replicas.items()
+        if rt is not ReplicaType.EVALUATOR and count > 0
+    }
+
+
 def cluster_spec(
     job: str,
     namespace: str,
@@ -26,19 +42,11 @@ def cluster_spec(
     ports: Mapping[ReplicaType, int],
     cluster_domain: str,
 ) -> dict[str, list[str]]:
-    """The `cluster` map: every task's address, by lower-case task type.
-
-    The Evaluator is left out: it is not part of the training cluster, and listing it makes
-    ParameterServerStrategy wait for it forever.
-    """
-    return {
-        rt.task_type: [
-            naming.pod_address(job, rt, i, namespace, cluster_domain, ports[rt])
-            for i in range(count)
-        ]
-        for rt, count in replicas.items()
-        if rt is not ReplicaType.EVALUATOR and count > 0
-    }
+    """The `cluster` map of a job's pods, at their stable DNS names."""
+    return cluster_map(
+        replicas,
+        lambda rt, i: naming.pod_address(job, rt, i, namespace, cluster_domain, ports[rt]),
+    )
 
 
 def tf_config(cluster: Mapping[str, list[str]], rt: ReplicaType, index: int) -> str:
