@@ -1,7 +1,7 @@
-"""The TFJob CustomResourceDefinition, generated from the API models in `api.py`.
+"""The TFJob CustomResourceDefinition, generated from the API models in `spec.py`.
 
-`python -m tfjob_operator.api.crd` prints it; `manifests/crd.yaml` is that output, and a test
-fails when the two differ. Regenerate with `make crd`.
+`python -m tfjob_operator.api.crd` prints it; `manifests/crd.yaml` and the chart's
+`files/crd.yaml` are that output, written by `make generate`, and a test fails when they differ.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from tfjob_operator.api.spec import (
     TFJobStatus,
 )
 
-HEADER = "# Generated from tfjob_operator/api.py by `make generate`. Do not edit.\n"
+HEADER = "# Generated from tfjob_operator/api/spec.py by `make generate`. Do not edit.\n"
 
 PRINTER_COLUMNS = [
     {

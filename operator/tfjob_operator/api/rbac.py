@@ -28,7 +28,11 @@ RULES: list[dict[str, Any]] = [
     },
     {"apiGroups": [""], "resources": ["services"], "verbs": [*WATCH, "create", "patch", "delete"]},
     # The job's TensorBoard (spec.tensorboard): applied, and deleted when it leaves the spec.
-    {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["create", "patch", "delete"]},
+    {
+        "apiGroups": ["apps"],
+        "resources": ["deployments"],
+        "verbs": [*WATCH, "create", "patch", "delete"],
+    },
     # Checkpoint claims are created once, never changed.
     {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": [*WATCH, "create"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": WATCH},
@@ -45,7 +49,7 @@ RULES: list[dict[str, Any]] = [
     {
         "apiGroups": ["scheduling.volcano.sh", "scheduling.x-k8s.io"],
         "resources": ["podgroups"],
-        "verbs": ["create", "patch"],
+        "verbs": [*WATCH, "create", "patch"],
     },
 ]
 

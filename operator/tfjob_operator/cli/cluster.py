@@ -29,11 +29,13 @@ from tfjob_operator.api.spec import API_VERSION, GROUP, KIND, PLURAL, VERSION, R
 from tfjob_operator.cli.output import line_prefix, summary_lines
 from tfjob_operator.rules import naming
 from tfjob_operator.rules import status as st
+from tfjob_operator.rules import tensorboard as tb
 from tfjob_operator.rules.lifecycle import JobView
 from tfjob_protocol.result import Result, parse_last
 
 CRD = f"{PLURAL}.{GROUP}"
 POLL_SECONDS = 0.5
+TENSORBOARD_WAIT_SECONDS = 120  # for a TensorBoard pod that is starting
 EXIT_FAILED, EXIT_USAGE = 1, 2
 
 
@@ -144,13 +146,13 @@ def replica_key(pod: str, job: str) -> tuple[int, int, str]:
     return (order.index(rt) if rt in order else len(order), int(index or 0), pod)
 
 
-def age(created: Any, now: datetime | None = None) -> str:
+def age(created: Any) -> str:
     """kubectl's AGE: 45s, 12m, 3h, 2d."""
     if isinstance(created, str):
         created = st.parse_timestamp(created)
     if created is None:
         return "-"
-    seconds = max(0, int(((now or datetime.now(UTC)) - created).total_seconds()))
+    seconds = max(0, int((datetime.now(UTC) - created).total_seconds()))
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
             return f"{seconds // size}{unit}"
@@ -164,7 +166,7 @@ def table(rows: list[list[str]]) -> str:
     )
 
 
-def job_row(job: dict[str, Any], namespace: bool, now: datetime | None = None) -> list[str]:
+def job_row(job: dict[str, Any], namespace: bool) -> list[str]:
     status = job.get("status") or {}
     replicas = sum(
         int(rs.get("replicas", 1))
@@ -177,7 +179,7 @@ def job_row(job: dict[str, Any], namespace: bool, now: datetime | None = None) -
         st.state(status) or "-",
         status.get("activeReplicas") or f"0/{replicas}",
         str(status.get("restarts", 0)),
-        age(meta.get("creationTimestamp"), now),
+        age(meta.get("creationTimestamp")),
     ]
     return [meta["namespace"], *row] if namespace else row
 
@@ -314,7 +316,7 @@ def tensorboard(cluster: Cluster, name: str, port: int, out: TextIO) -> int:
             "checkpoint volume) and re-create it"
         )
     pod = _tensorboard_pod(cluster, name)
-    forward = PortForward(cluster, pod, 6006, port)
+    forward = PortForward(cluster, pod, tb.PORT, port)
     print(
         f"TensorBoard of {cluster.namespace}/{name}: http://127.0.0.1:{forward.port}/ "
         f"(through pod {pod}; Ctrl-C stops)",
@@ -326,10 +328,10 @@ def tensorboard(cluster: Cluster, name: str, port: int, out: TextIO) -> int:
     return 0
 
 
-def _tensorboard_pod(cluster: Cluster, job: str, timeout: float = 120) -> str:
+def _tensorboard_pod(cluster: Cluster, job: str) -> str:
     """A running pod of the job's TensorBoard, waiting for one that is starting."""
-    selector = f"{naming.LABEL_JOB_NAME}={job},{naming.LABEL_COMPONENT}=tensorboard"
-    deadline = time.monotonic() + timeout
+    selector = f"{naming.LABEL_JOB_NAME}={job},{naming.LABEL_COMPONENT}={tb.COMPONENT}"
+    deadline = time.monotonic() + TENSORBOARD_WAIT_SECONDS
     while True:
         pods = cluster.call(
             "list pods",
@@ -341,7 +343,9 @@ def _tensorboard_pod(cluster: Cluster, job: str, timeout: float = 120) -> str:
         if running:
             return running[0]
         if time.monotonic() > deadline:
-            raise CliError(f"the TensorBoard of {job} has no running pod after {timeout:.0f}s")
+            raise CliError(
+                f"the TensorBoard of {job} has no running pod after {TENSORBOARD_WAIT_SECONDS}s"
+            )
         time.sleep(1)
 
 
@@ -392,7 +396,7 @@ class LogStream:
         for line in text.splitlines():
             self._emit(line)
 
-    def follow(self, since: int = 0) -> None:
+    def follow(self) -> None:
         """Stream the log until the container ends (or its pod goes)."""
         with contextlib.suppress(CliError, urllib3.exceptions.HTTPError, OSError):
             response = self.cluster.call(
@@ -404,9 +408,8 @@ class LogStream:
                 _preload_content=False,
                 _request_timeout=None,
             )
-            for n, raw in enumerate(_lines(response)):
-                if n >= since:
-                    self._emit(raw)
+            for raw in _lines(response):
+                self._emit(raw)
 
 
 def _lines(response: Any) -> Iterator[str]:
@@ -429,7 +432,7 @@ class Follower:
         self.printer = Printer(out, colour)
         self.streams: dict[tuple[str, int], LogStream] = {}  # (pod uid, restart count)
         self.order: dict[str, int] = {}
-        self.seen: set[tuple[str, str, str]] = set()
+        self.seen: set[tuple[str, str]] = set()
         self.started = time.monotonic()
 
     def run(self) -> int:
@@ -467,7 +470,7 @@ class Follower:
             status.get("conditions") or [], key=lambda c: c.get("lastTransitionTime") or ""
         )
         for c in conditions:
-            key = (c["type"], c.get("reason", ""), "")
+            key = (c["type"], c.get("reason", ""))
             if key in self.seen:
                 continue
             self.seen.add(key)

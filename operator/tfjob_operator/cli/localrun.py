@@ -9,6 +9,7 @@ is its own.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import signal
 import socket
@@ -216,8 +217,22 @@ class Runner:
             return 2
         for warning in self.view.warnings:
             self.say(f"[tfjob] warning: {warning}")
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.workdir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            self.say(f"tfjob: cannot use --workdir {self.workdir}: {e.strerror}")
+            return 2
         self.plan()
+        # The trainer, by default or named in the manifest (`python` is this interpreter here).
+        trainer = DEFAULT_ENTRYPOINT
+        if any(t.argv[: len(trainer)] == trainer for t in self.tasks) and not (
+            importlib.util.find_spec("tensorflow")
+        ):
+            self.say(
+                "tfjob: the trainer needs TensorFlow, which this Python lacks: "
+                "pip install 'tfjob-operator[trainer]'"
+            )
+            return 2
         for task in self.tasks:
             self.start(task)
         try:

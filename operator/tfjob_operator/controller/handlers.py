@@ -34,6 +34,7 @@ from tfjob_operator.controller.ratelimit import TokenBucket
 from tfjob_operator.controller.reconcile import Reconciler
 from tfjob_operator.controller.workqueue import WorkQueue
 from tfjob_operator.rules import naming
+from tfjob_operator.rules.gang import Gang
 from tfjob_operator.rules.pods import observe
 from tfjob_operator.rules.statefulsets import observe_statefulset
 
@@ -41,17 +42,25 @@ OURS = {naming.LABEL_MANAGED_BY: naming.MANAGED_BY}
 # Sent with every watch and list of children: the API server filters, so another tenant's
 # objects never reach the operator.
 OURS_SELECTOR = f"{naming.LABEL_MANAGED_BY}={naming.MANAGED_BY}"
-# What the operator watches besides TFJobs: everything it owns that the rules read or that a
-# deletion must make again. (RBAC: list and watch.)
+# What the operator watches besides TFJobs, (group, version, plural): the pods the rules read,
+# and every kind of child it makes, so that one deleted by someone else wakes its job and is
+# made again at once. With a gang scheduler, its PodGroups too (`watched`). (RBAC: list, watch.)
 OWNED = [
     ("", "v1", "pods"),
     ("apps", "v1", "statefulsets"),
     ("", "v1", "services"),
     ("", "v1", "persistentvolumeclaims"),
+    ("apps", "v1", "deployments"),  # the TensorBoard's (spec.tensorboard)
 ]
 # Initial lists (at start, and after a watch expires) come in pages of this many objects.
 LIST_PAGE = 500
 LOST_LEASE_EXIT = 3  # the exit status of a replica that lost the leader Lease
+
+
+def watched(gang: Gang | None) -> list[tuple[str, str, str]]:
+    """Every kind the operator watches besides TFJobs, each with our label selector: `OWNED`,
+    and the PodGroups of the gang scheduler it was started with."""
+    return [*OWNED, *([gang.scheduler.api] if gang is not None else [])]
 
 
 class _NoDiffBase(kopf.DiffBaseStorage):
@@ -80,17 +89,22 @@ class _Shared:
 
 @kopf.on.startup()
 async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any) -> None:
-    """All kopf settings in one place, under our own API group; then, with leader election,
-    the elector starts: until it holds the Lease, this replica watches and keeps its indexes
-    warm but reconciles nothing."""
+    """All kopf settings in one place, and the watch of the gang scheduler's PodGroups when
+    there is one; then, with leader election, the elector starts: until it holds the Lease,
+    this replica watches and keeps its indexes warm but reconciles nothing."""
     config: OperatorConfig = memo.config
     settings.persistence.diffbase_storage = _NoDiffBase()
     settings.posting.level = logging.WARNING  # events are ours to write, not log lines
     settings.watching.server_timeout = 270
     settings.watching.client_timeout = 300
     settings.watching.chunk_size = LIST_PAGE
-    for resource in OWNED:
+    for resource in watched(config.gang):
         settings.watching.label_selectors[resource] = OURS_SELECTOR
+    if config.gang is not None:
+        # Registered before kopf looks at what to watch (after the startup handlers). Without
+        # the CRD, kopf logs that it cannot watch the kind (and watches it once the CRD comes,
+        # unless it watches named namespaces only); the reconcile says so in the job's status.
+        _watch_owned(*config.gang.scheduler.api)
     # Named namespaces only: kopf neither lists namespaces nor watches CRDs, so the operator
     # makes no cluster-wide request at all (and needs no ClusterRole).
     settings.scanning.disabled = config.exact_namespaces
@@ -265,8 +279,13 @@ async def owned_event(
         _wake(memo, key, kwargs)
 
 
-for _group, _version, _plural in OWNED:
-    kopf.on.event(_group, _version, _plural, labels=OURS, id=f"owned-{_plural}")(owned_event)  # type: ignore[arg-type]
+def _watch_owned(group: str, version: str, plural: str) -> None:
+    """Send the events of one kind of child, ours only, to `owned_event`."""
+    kopf.on.event(group, version, plural, labels=OURS, id=f"owned-{plural}")(owned_event)  # type: ignore[arg-type]
+
+
+for _resource in OWNED:
+    _watch_owned(*_resource)
 
 
 @kopf.on.probe(id="tfjobs")

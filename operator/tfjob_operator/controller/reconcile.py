@@ -12,7 +12,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -70,35 +70,71 @@ class _Failing:
     reported: bool = False
 
 
+@dataclass(frozen=True)
+class _Written:
+    """Our last status write of a job: the object it produced, and the resourceVersions it
+    supersedes (the index may still show any of them until the watch delivers our write)."""
+
+    superseded: frozenset[str]
+    result: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class _CreateCheck:
+    """A job whose StatefulSets lack pods: since when, their FailedCreate messages as last
+    looked at, and when that was (None: not yet)."""
+
+    since: float
+    failures: dict[str, str]
+    checked_at: float | None = None
+
+
+@dataclass
+class JobState:
+    """What the reconciler remembers of one job between its reconciles. All of it goes at
+    once, when the job leaves the index (`Reconciler.state`)."""
+
+    # A digest of the children last applied, so unchanged children are not re-sent on every
+    # pod event (the digest, not the children's JSON: kilobytes a job).
+    applied: bytes | None = None
+    written: _Written | None = None
+    # The parsed spec, and the (uid, generation, name) it was read from (parsing is not free).
+    view: tuple[tuple[Any, ...], JobView] | None = None
+    # When a status write that changes pod counts alone is due at the latest (`clock` time).
+    counts_due: float | None = None
+    failing: _Failing | None = None
+    create_check: _CreateCheck | None = None
+    # The job's state (Created, Running, ...) as last written, for the jobs-by-state gauge.
+    written_state: str | None = None
+
+
+@dataclass(frozen=True)
+class _SharedList:
+    """One list of a namespace's FailedCreate events, by StatefulSet (name, uid): it serves
+    every job there that looks within FAILED_CREATE_SHARED_SECONDS of `started`."""
+
+    started: float
+    messages: asyncio.Future[dict[tuple[str, str], str]]
+
+
 @dataclass
 class Reconciler:
+    """Reconciles jobs, one reconcile of a job at a time (the work queue sees to that). What it
+    remembers of a job between reconciles saves calls, writes and parsing, and paces them: a
+    replica that starts without any of it decides the same."""
+
     kube: Kube
     cluster_domain: str
     gang: Gang | None = None
     jobs: Mapping[JobKey, Any] = field(default_factory=dict)  # kopf index: key -> [body]
     pods: Mapping[JobKey, Any] = field(default_factory=dict)  # kopf index: key -> [observation]
     statefulsets: Mapping[JobKey, Any] = field(default_factory=dict)  # kopf index: key -> [obs]
-    # A digest of what we last applied per job, so unchanged children are not re-sent on every
-    # pod event (the digest, not the children's JSON: kilobytes a job).
-    _applied: dict[JobKey, bytes] = field(default_factory=dict)
-    # Our last status write per job: (the resourceVersions it supersedes, object it produced).
-    # Until the watch delivers our own writes, the index holds one of the older objects.
-    _written: dict[JobKey, tuple[frozenset[str], dict[str, Any]]] = field(default_factory=dict)
-    # Jobs whose pod counts changed alone: when that change is written at the latest.
-    _counts_due: dict[JobKey, float] = field(default_factory=dict)
-    # Each namespace's FailedCreate events, by StatefulSet (name, uid): (listed when, list).
-    _failed_creates: dict[str, tuple[float, asyncio.Future[dict[tuple[str, str], str]]]] = field(
-        default_factory=dict
-    )
-    # Parsed specs by job, for the generation they were read from (parsing is not free).
-    _views: dict[JobKey, tuple[tuple[Any, ...], JobView]] = field(default_factory=dict)
-    _failing: dict[JobKey, _Failing] = field(default_factory=dict)
-    # Jobs whose StatefulSets lack pods: (since when, FailedCreate messages, last looked at).
-    _create_checked: dict[JobKey, tuple[float, dict[str, str], float | None]] = field(
-        default_factory=dict
-    )
-    # Each job's state as last written, for the jobs-by-state gauge.
-    _states: dict[JobKey, str] = field(default_factory=dict)
+    # Seconds that only ever go forward: when a count write is due, how long a job failed, ...
+    clock: Callable[[], float] = time.monotonic
+    # Per job, everything remembered between reconciles: forgetting a job is one pop.
+    state: dict[JobKey, JobState] = field(default_factory=dict)
+    # Across the jobs of a namespace: its latest FailedCreate list, by namespace.
+    failed_create_lists: dict[str, _SharedList] = field(default_factory=dict)
     # After a start or a take-over: the jobs not yet looked at, and since when.
     _first_pass: tuple[set[JobKey], float, int] | None = None
 
@@ -106,7 +142,7 @@ class Reconciler:
         """Count the jobs known now until each has been reconciled once, then say how long
         that took (`first_pass_done`)."""
         known = set(self.jobs)
-        self._first_pass = (known, time.monotonic(), len(known))
+        self._first_pass = (known, self.clock(), len(known))
         if not known:
             self._first_pass = None
             metrics.FIRST_PASS_SECONDS.set(0.0)
@@ -118,7 +154,7 @@ class Reconciler:
         left.discard(key)
         if not left:
             self._first_pass = None
-            seconds = time.monotonic() - since
+            seconds = self.clock() - since
             metrics.FIRST_PASS_SECONDS.set(seconds)
             log.info(
                 "first pass: all %d TFJobs known at the start looked at in %.2fs", known, seconds
@@ -127,53 +163,56 @@ class Reconciler:
     def states(self) -> list[tuple[str, str]]:
         """(namespace, state) of every job this replica reconciles (read at scrape time, from
         another thread: one C-level copy of the dict)."""
-        return [(key[0], state) for key, state in list(self._states.items())]
+        return [
+            (key[0], job.written_state)
+            for key, job in list(self.state.items())
+            if job.written_state is not None
+        ]
 
     def wrote(self, key: JobKey, resource_version: str | None) -> bool:
         """Whether this version of the job is the one our last status write produced."""
-        written = self._written.get(key)
+        job = self.state.get(key)
+        written = job.written if job is not None else None
         return (
             written is not None
             and resource_version is not None
-            and written[1]["metadata"].get("resourceVersion") == resource_version
+            and written.result["metadata"].get("resourceVersion") == resource_version
         )
 
     def forget_children(self, key: JobKey) -> None:
         """A child was deleted behind our back: apply everything again next time."""
-        self._applied.pop(key, None)
+        job = self.state.get(key)
+        if job is not None:
+            job.applied = None
+
+    def _job(self, key: JobKey) -> JobState:
+        """The job's state, made empty on first use."""
+        return self.state.setdefault(key, JobState())
 
     def _current_body(self, key: JobKey) -> dict[str, Any] | None:
+        """The job as it stands: our last write while the index still shows an object that
+        write replaced, else the index's. A job gone from the index is forgotten."""
         bodies = list(self.jobs.get(key, []))
         if not bodies:
-            for cache in (
-                self._applied,
-                self._written,
-                self._views,
-                self._failing,
-                self._create_checked,
-                self._states,
-                self._counts_due,
-            ):
-                cache.pop(key, None)
+            self.state.pop(key, None)
             return None
         body = bodies[0]
-        written = self._written.get(key)
-        if written is not None:
-            superseded, result = written
-            if body["metadata"].get("resourceVersion") in superseded:
-                return result
-            del self._written[key]
+        job = self.state.get(key)
+        if job is not None and job.written is not None:
+            if body["metadata"].get("resourceVersion") in job.written.superseded:
+                return job.written.result
+            job.written = None
         return body
 
     def _view(self, key: JobKey, body: dict[str, Any]) -> JobView:
         """The job's view; the spec is parsed again only when its generation changes."""
         meta = body["metadata"]
         stamp = (meta.get("uid"), meta.get("generation"), meta.get("name"))
-        cached = self._views.get(key)
-        if cached is not None and cached[0] == stamp and meta.get("generation") is not None:
-            return cached[1].with_status(dict(body.get("status") or {}))
+        job = self._job(key)
+        if job.view is not None and job.view[0] == stamp and meta.get("generation") is not None:
+            return job.view[1].with_status(dict(body.get("status") or {}))
         view = JobView.from_body(body)
-        self._views[key] = (stamp, view)
+        job.view = (stamp, view)
         return view
 
     async def __call__(self, key: JobKey) -> float | None:
@@ -216,8 +255,11 @@ class Reconciler:
     async def _persisting(self, key: JobKey, message: str, *, at_once: bool = False) -> None:
         """Count a failed reconcile; once it persists (`at_once`: a setup error, which does
         from the start), say so in the job's status, once."""
-        now = time.monotonic()
-        failing = self._failing.setdefault(key, _Failing(since=now))
+        now = self.clock()
+        job = self._job(key)
+        if job.failing is None:
+            job.failing = _Failing(since=now)
+        failing = job.failing
         failing.attempts += 1
         lasting = (
             at_once
@@ -266,7 +308,8 @@ class Reconciler:
         fingerprint = hashlib.blake2b(
             json.dumps(decision.children, sort_keys=True).encode(), digest_size=16
         ).digest()
-        if self._applied.get(key) != fingerprint:
+        job = self._job(key)
+        if job.applied != fingerprint:
             try:
                 await asyncio.to_thread(self._apply_all, decision.children)
             except kubernetes.client.ApiException as e:
@@ -284,14 +327,14 @@ class Reconciler:
                     statefulsets=sets,
                     gang=self.gang,
                 )
-            self._applied[key] = fingerprint
+            job.applied = fingerprint
         if decision.scale_down or decision.delete_children:
             await asyncio.to_thread(self._converge, key[0], decision)
 
         counts_wait = self._counts_wait(key, decision)
         if counts_wait is None:
             await self._write(key, body, decision)
-        self._failing.pop(key, None)
+        job.failing = None
 
         if decision.delete_job:
             log.info("%s/%s: ttlSecondsAfterFinished passed; deleting", *key)
@@ -302,15 +345,17 @@ class Reconciler:
 
     def _counts_wait(self, key: JobKey, decision: Decision) -> float | None:
         """Seconds a patch of pod counts alone may still wait; None when it is written now."""
+        job = self._job(key)
         if not st.counts_only(decision.patch):
-            self._counts_due.pop(key, None)
+            job.counts_due = None
             return None
-        now = time.monotonic()
-        due = self._counts_due.setdefault(key, now + COUNTS_DELAY_SECONDS)
-        if now >= due:
-            del self._counts_due[key]
+        now = self.clock()
+        if job.counts_due is None:
+            job.counts_due = now + COUNTS_DELAY_SECONDS
+        if now >= job.counts_due:
+            job.counts_due = None
             return None
-        return due - now
+        return job.counts_due - now
 
     async def _write(self, key: JobKey, body: dict[str, Any], decision: Decision) -> None:
         """The status patch, then the events it announces and the job metrics it moves."""
@@ -325,13 +370,16 @@ class Reconciler:
                 raise
             # The index may still show any object our earlier writes replaced: all of them are
             # older than this result.
-            earlier = self._written.get(key)
-            superseded = earlier[0] if earlier is not None and earlier[1] is body else frozenset()
+            job = self._job(key)
+            earlier = job.written
+            superseded: frozenset[str] = frozenset()
+            if earlier is not None and earlier.result is body:
+                superseded = earlier.superseded
             rv = body["metadata"].get("resourceVersion", "")
-            self._written[key] = (superseded | {rv}, job_record(result))
+            job.written = _Written(superseded | {rv}, job_record(result))
             metrics.STATUS_WRITES.inc()
             metrics.record(key[0], body.get("status") or {}, decision.status)
-        self._states[key] = st.state(decision.status)
+        self._job(key).written_state = st.state(decision.status)
         if decision.events and not self.kube.may_write():
             raise NotLeader("the leader Lease ran out before the events were posted")
         for type_, reason, message in decision.events:
@@ -353,32 +401,37 @@ class Reconciler:
         still lacks them after a grace period is looked at, at most every few seconds per
         job: a healthy job costs no call.
         """
+        job = self._job(key)
         short = lacking(key[1], sets, pods) if view.spec is not None else []
         if not short:
-            self._create_checked.pop(key, None)
+            job.create_check = None
             return {}, None
-        now = time.monotonic()
-        since, failures, checked_at = self._create_checked.setdefault(key, (now, {}, None))
-        due = max(since + CREATE_GRACE_SECONDS, (checked_at or 0.0) + CREATE_CHECK_SECONDS)
+        now = self.clock()
+        if job.create_check is None:
+            job.create_check = _CreateCheck(since=now, failures={})
+        check = job.create_check
+        due = max(
+            check.since + CREATE_GRACE_SECONDS, (check.checked_at or 0.0) + CREATE_CHECK_SECONDS
+        )
         if now < due:
-            return failures, due - now
+            return check.failures, due - now
         listed = await self._namespace_failed_creates(key[0])
         failures = {c.name: listed[(c.name, c.uid)] for c in short if (c.name, c.uid) in listed}
-        self._create_checked[key] = (since, failures, now)
+        job.create_check = _CreateCheck(check.since, failures, checked_at=now)
         return failures, CREATE_CHECK_SECONDS
 
     async def _namespace_failed_creates(self, namespace: str) -> dict[tuple[str, str], str]:
         """The namespace's FailedCreate messages by StatefulSet, from one list shared by every
         job of the namespace that looks within a moment (a list under way included)."""
-        now = time.monotonic()
-        shared = self._failed_creates.get(namespace)
-        if shared is not None and now - shared[0] < FAILED_CREATE_SHARED_SECONDS:
-            future = shared[1]
+        now = self.clock()
+        shared = self.failed_create_lists.get(namespace)
+        if shared is not None and now - shared.started < FAILED_CREATE_SHARED_SECONDS:
+            future = shared.messages
             failed = future.done() and (future.cancelled() or future.exception() is not None)
             if not failed:
                 return await asyncio.shield(future)
         task = asyncio.ensure_future(asyncio.to_thread(self.kube.failed_creates, namespace))
-        self._failed_creates[namespace] = (now, task)
+        self.failed_create_lists[namespace] = _SharedList(now, task)
         return await asyncio.shield(task)
 
     def _apply_all(self, children: list[dict[str, Any]]) -> None:

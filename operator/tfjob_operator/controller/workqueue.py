@@ -83,18 +83,6 @@ class WorkQueue:
         if delay is not None:
             self.schedule_later(key, delay)
 
-    def forget(self, key: Hashable) -> None:
-        """Drop pending wake-ups of a job that is gone."""
-        timer = self._timers.pop(key, None)
-        if timer is not None:
-            timer.cancel()
-        self._failures.pop(key, None)
-
-    async def drain(self) -> None:
-        """Wait for the reconciles under way (for a clean shutdown and for tests)."""
-        while self._running:
-            await asyncio.gather(*self._running.values(), return_exceptions=True)
-
     def close(self) -> None:
         for timer in self._timers.values():
             timer.cancel()

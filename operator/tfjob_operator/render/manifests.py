@@ -1,6 +1,6 @@
-"""Writes every generated manifest from its single source: the CRD from `api.py`, the RBAC
-rules from `rbac.py`, for `manifests/` and for the Helm chart. `make generate` runs this;
-`--check` fails when a checked-in copy differs."""
+"""Writes every generated manifest from its single source: the CRD from `api/spec.py`, the
+RBAC rules from `api/rbac.py`, for `manifests/` and for the Helm chart. `make generate` runs
+this; `--check` fails when a checked-in copy differs."""
 
 from __future__ import annotations
 
