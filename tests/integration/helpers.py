@@ -54,6 +54,13 @@ class Job:
             for s in self.core.list_namespaced_service(self.ns, label_selector=sel).items
         }
 
+    def deployments(self, name):
+        sel = f"tfjob.dev/job-name={name}"
+        return {
+            d.metadata.name: d
+            for d in self.apps.list_namespaced_deployment(self.ns, label_selector=sel).items
+        }
+
     def pods(self, name):
         sel = f"tfjob.dev/job-name={name}"
         return sorted(

@@ -1,6 +1,6 @@
 """Gang scheduling on the real API server, with both PodGroup CRDs installed: each scheduler
-choice makes its PodGroup and pod fields; a missing CRD and a scheduler that never answers
-are said in the job's status.
+choice makes its PodGroup and pod fields, and makes the PodGroup again when it is deleted; a
+missing CRD and a scheduler that never answers are said in the job's status.
 
 The order matters: the first test runs before the CRDs exist and installs them."""
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import kubernetes
 import pytest
 
 from tfjob_operator.rules import status as st
@@ -42,6 +43,15 @@ def gang_job(name: str = "mnist", workers: int = 2) -> dict:
 def pod_group(custom, scheduler: Scheduler, ns: str, name: str) -> dict:
     group, version, plural = scheduler.api
     return custom.get_namespaced_custom_object(group, version, ns, plural, name)
+
+
+def pod_group_uid(custom, scheduler: Scheduler, ns: str, name: str) -> str | None:
+    try:
+        return pod_group(custom, scheduler, ns, name)["metadata"]["uid"]
+    except kubernetes.client.ApiException as e:
+        if e.status == 404:
+            return None
+        raise
 
 
 def test_missing_crd_is_said_at_once_and_heals_when_installed(
@@ -155,6 +165,16 @@ def test_each_scheduler_gets_its_pod_group_and_pod_fields(
             ),
             30,
             "the PodGroup to be re-applied",
+        )
+
+        # The PodGroups of the scheduler in use are watched: one deleted by someone comes back
+        # at once, not at the job's next change.
+        first = group["metadata"]["uid"]
+        kubectl("delete", f"{scheduler.api[2]}.{scheduler.api[0]}", name, "-n", ns)
+        wait_for(
+            lambda: pod_group_uid(custom, scheduler, ns, name) not in (None, first),
+            30,
+            "the PodGroup made again",
         )
 
 

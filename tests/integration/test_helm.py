@@ -160,9 +160,9 @@ def test_install_upgrade_uninstall(helm, kube, plane):
     assert not found(kube, "pdb", NAME, "-n", NAMESPACE)
     assert not found(kube, "role", f"{NAME}-leader-election", "-n", NAMESPACE)
     assert "--leader-elect" not in args
-    assert kube.get_json("clusterrole", NAME)["rules"] == [
-        r for r in rbac.RULES if CLUSTER_SCOPED & set(r["resources"])
-    ]
+    # A namespaced operator makes no cluster-wide request: no ClusterRole is left to it.
+    for what in (("clusterrole", NAME), ("clusterrolebinding", NAME)):
+        wait_for(lambda what=what: not found(kube, *what), 60, f"{' '.join(what)} deleted")
     role = kube.get_json("role", NAME, "-n", "team-a")
     assert role["rules"] == [r for r in rbac.RULES if not CLUSTER_SCOPED & set(r["resources"])]
     assert kube.get_json("rolebinding", NAME, "-n", "team-a")["subjects"][0]["name"] == NAME

@@ -116,6 +116,7 @@ def test_namespaced_operator_runs_jobs_in_its_namespaces_only(
         "tfjobs",
         "pods",
         "statefulsets",
+        "deployments",
     }
     wide = [e["requestURI"] for e in requests if not (e.get("objectRef") or {}).get("namespace")]
     assert wide == [], wide[:5]

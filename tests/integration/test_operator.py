@@ -11,6 +11,7 @@ import json
 import pytest
 
 from tests.integration.helpers import CHILD_WAIT, GC_WAIT
+from tfjob_operator.rules import naming
 from tfjob_operator.rules import status as st
 from tfjob_testbed.jobs import tfjob
 from tfjob_testbed.kube import wait_for
@@ -243,6 +244,26 @@ def test_deleted_child_is_recreated(job, kubectl):
     job.wait_pods(name, 2)
     kubectl("delete", "service", "mnist-ps", "-n", job.ns)
     wait_for(lambda: "mnist-ps" in job.services(name), CHILD_WAIT, "Service recreated")
+
+
+def test_deleted_tensorboard_is_recreated(job, kubectl):
+    """The TensorBoard's Deployment is watched like every other child: deleted by someone, it
+    comes back at once, not at the job's next change (its pods' events alone re-apply nothing)."""
+    body = tfjob(
+        replicas={"Chief": 1, "Worker": 1},
+        checkpoint={"storage": {"size": "1Gi"}},
+        tensorboard={},
+    )
+    name = job.create(body)
+    board = naming.tensorboard_name(name)
+
+    def uid() -> str | None:
+        found = job.deployments(name).get(board)
+        return found.metadata.uid if found is not None else None
+
+    first = wait_for(uid, CHILD_WAIT, "the TensorBoard Deployment")
+    kubectl("delete", "deployment", board, "-n", job.ns)
+    wait_for(lambda: uid() not in (None, first), CHILD_WAIT, "the TensorBoard Deployment recreated")
 
 
 def test_reconcile_is_idempotent_no_writes_for_no_change(job, kubelet):

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 # The operator's API client and kopf's (watches, Events) send one user agent.
 OPERATOR_AGENTS = ("tfjob-operator/",)
 OURS_SELECTOR = "app.kubernetes.io/managed-by=tfjob-operator"
-CHILDREN = {"pods", "statefulsets", "services", "persistentvolumeclaims"}
+CHILDREN = {"pods", "statefulsets", "services", "persistentvolumeclaims", "deployments"}
 EVENTS = {"TFJobCreated", "TFJobRunning", "TFJobSucceeded"}
 # PS=1, Worker=2, from create to Succeeded and scaled down: both children applied once, both
 # StatefulSets scaled to 0 once, one Event per transition. Status patches: Created, Running,

@@ -182,7 +182,7 @@ def test_dockerignore_keeps_out_local_state() -> None:
         assert dockerignored(path), path
     for path in ("operator/tfjob_operator/__pycache__", "tfjob_operator.egg-info"):
         assert dockerignored(path), path
-    assert not dockerignored("operator/tfjob_operator/api.py")
+    assert not dockerignored("operator/tfjob_operator/api/spec.py")
 
 
 def test_base_images_are_pinned() -> None:

@@ -7,6 +7,7 @@ from tfjob_operator.api import rbac
 from tfjob_operator.api.spec import GROUP, PLURAL
 from tfjob_operator.controller import client as kube
 from tfjob_operator.controller import handlers
+from tfjob_operator.rules.gang import Gang, Scheduler
 
 # What kopf itself needs: posting events, discovering the CRD, following namespace globs;
 # and what blockOwnerDeletion needs where OwnerReferencesPermissionEnforcement is on.
@@ -31,7 +32,9 @@ def granted() -> set[tuple[str, str, str]]:
 
 
 def used() -> set[tuple[str, str, str]]:
-    watched = [(GROUP, PLURAL), *((g, p) for g, _, p in handlers.OWNED)]
+    # Every kind watched under any flags: each gang scheduler adds its PodGroups.
+    kinds = {r for gang in (None, *(Gang(s) for s in Scheduler)) for r in handlers.watched(gang)}
+    watched = [(GROUP, PLURAL), *((g, p) for g, _, p in kinds)]
     return (
         {(g, p, v) for g, p in watched for v in ("list", "watch")}
         | kube.WRITES

@@ -78,9 +78,9 @@ def _terminated(signum: int, frame: Any) -> NoReturn:
 
 
 def exit_now(code: int) -> NoReturn:
-    """Leave without tearing TensorFlow down. Its distributed runtime took 5-26 s to stop
-    threads and free remote resources at a parameter-server chief's exit (measured), while the
-    job's success waits on that exit. Checkpoints, export, summaries and the result line are
+    """Leave without tearing TensorFlow down. Its distributed runtime can take many seconds to
+    stop threads and free remote resources at a parameter-server chief's exit, while the job's
+    success waits on that exit. Checkpoints, export, summaries and the result line are
     written and flushed by now; what is left dies with the process anyway."""
     logging.shutdown()
     sys.stdout.flush()
@@ -170,8 +170,8 @@ def run(opts: options.Options, task: config.Task | None, strategy: str) -> Resul
     evaluator = task is not None and task.type == "evaluator"
     # TensorFlow's import and the data first, the wait for peers last: nothing before needs
     # the peers, and they appear meanwhile. Waiting first left every task idle for the DNS
-    # records of the others (3.4-5.6 s of the chief's 14 s to its first step, measured on the
-    # real node) before each started its own CPU-bound work.
+    # records of the others (a large share of the chief's time to its first step on the real
+    # node) before each started its own CPU-bound work.
     with clock.part("import"), _hidden("sklearn"):
         runner = strategies.runner(strategies.EVALUATOR if evaluator else strategy)
         from . import threads
@@ -198,8 +198,8 @@ def run(opts: options.Options, task: config.Task | None, strategy: str) -> Resul
 @contextlib.contextmanager
 def _hidden(module: str) -> Iterator[None]:
     """Import with `module` missing, unless something imported it already. Keras imports
-    scikit-learn, when it is installed, for wrappers the trainer never uses: 0.7 s of a 3-4 s
-    TensorFlow import, in every task. Afterwards `module` imports as usual (the digits
+    scikit-learn, when it is installed, for wrappers the trainer never uses: a sizeable part of
+    TensorFlow's import, in every task. Afterwards `module` imports as usual (the digits
     dataset needs scikit-learn)."""
     if module in sys.modules:
         yield

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
+import tensorflow.compat.v1 as v1  # a module, not a variable: its classes serve as types
 
 from tfjob_protocol.result import Result
 
@@ -40,7 +41,6 @@ from .serving import serve_until_stopped
 
 log = logging.getLogger(__name__)
 
-v1 = tf.compat.v1
 WEIGHTS_FILE = "weights.npz"
 SESSION_POLL_SECS = 1  # non-chief workers: how often to check that the chief is ready
 TEST_BATCH = 2000
@@ -114,6 +114,8 @@ def batches(files: Files, batch_size: int, seed: list[int]) -> Iterator[tuple[np
 class _PollingWorkerSessionCreator(v1.train.WorkerSessionCreator):
     """A worker's session creator that checks for the chief's initialization every second:
     the stock one waits 30 s between checks, which is most of a short job."""
+
+    _session_manager: v1.train.SessionManager | None  # the base class's, made lazily
 
     def _get_session_manager(self) -> v1.train.SessionManager:
         if self._session_manager is None:

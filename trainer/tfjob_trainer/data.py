@@ -176,9 +176,15 @@ def prepare(dataset: str, data_dir: Path | None) -> Files:
         ):
             _write_atomic(path, np.ascontiguousarray(array, dtype=np.uint8).tobytes())
         _write_atomic(source_file, arrays.source.encode())
-    source = source_file.read_text()
+    train_images, train_labels, test_images, test_labels = paths
     return Files(
-        *paths, source=source, train_size=paths[1].stat().st_size, test_size=paths[3].stat().st_size
+        train_images,
+        train_labels,
+        test_images,
+        test_labels,
+        source=source_file.read_text(),
+        train_size=train_labels.stat().st_size,
+        test_size=test_labels.stat().st_size,
     )
 
 

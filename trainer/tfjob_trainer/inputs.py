@@ -43,11 +43,11 @@ class MemoryBatches:
     """Batches gathered inside the training step from the record files held in memory.
 
     One device needs no tf.data pipeline: handing each batch over from its threads cost a
-    single process 20-30% of the leanest loop's throughput on the MLP (measured), and without
-    it the whole loop of steps compiles into one XLA computation. A step's batch is drawn at
+    single process a good part of the leanest loop's throughput on the MLP, and without it the
+    whole loop of steps compiles into one XLA computation. A step's batch is drawn at
     random from the whole training set, seeded by the step's number: the batches depend on
     the step alone, so a run restarted from a checkpoint sees the batches it would have seen.
-    (Epochs of a shuffled order cost 15% more on the MLP, to carry the order through the loop.)
+    (Epochs of a shuffled order are slower on the MLP: the order is carried through the loop.)
     """
 
     def __init__(self, files: Files, batch_size: int, seed: int = 0) -> None:

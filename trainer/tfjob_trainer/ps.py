@@ -2,9 +2,10 @@
 
 ps and worker tasks only serve (`tf.distribute.Server(...).join()`); the chief is the
 coordinator that creates the variables on the parameter servers and schedules training
-closures on the workers. Each closure runs several steps: 10 steps per call measured 2.5x the
-throughput of one. A lost worker's closure is re-run elsewhere (at-least-once); a lost
-parameter server fails the chief, and its restart resumes from the checkpoint.
+closures on the workers. Each closure runs several steps, so that what a closure costs the
+coordinator (scheduling it, fetching its result) is paid once for all of them. A lost worker's
+closure is re-run elsewhere (at-least-once); a lost parameter server fails the chief, and its
+restart resumes from the checkpoint.
 """
 
 from __future__ import annotations
@@ -160,8 +161,8 @@ def coordinate(
     if start_step >= opts.steps:
         log.info("already trained to step %d; nothing to do", start_step)
     trained = final - start_step
-    # Freeing the per-worker iterators and functions sends remote deletes that took up to 5 s
-    # (measured); the process exits right after the result line, so keep them until then.
+    # Freeing the per-worker iterators and functions sends remote deletes that can take
+    # seconds; the process exits right after the result line, so keep them until then.
     _HELD.extend([iterator, train_steps, model, optimizer, ckpts])
     return result.trained(
         "parameter-server",

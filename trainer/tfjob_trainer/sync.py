@@ -98,8 +98,8 @@ def _boundary(current: int, every: int) -> int:
     return every - current % every
 
 
-# XLA on the CPU: the MLP's whole loop compiled measured 1.3x the uncompiled one, while the
-# CNN's convolutions compiled ran at 0.4x TensorFlow's own kernels.
+# XLA on the CPU: compiling the MLP's whole loop speeds it up, while the CNN's convolutions
+# run slower compiled than in TensorFlow's own kernels (figures: benchmarks/README.md).
 XLA_MODELS = frozenset({"mlp"})
 
 
@@ -112,9 +112,9 @@ def memory_loop(
 ) -> Callable[[tf.Tensor], tuple[tf.Tensor, tf.Tensor]]:
     """`n` steps in one call, each process's one replica fed from the data in memory, gathered
     in the graph. On one device and for the models XLA speeds up, the whole loop is one
-    compiled computation. Under a strategy, tf.data's distributed iterator halved a one-core
-    worker's throughput on the CNN (MultiWorkerMirrored or Mirrored on one device, measured);
-    batches drawn in the graph ran at the single process's pace."""
+    compiled computation. Under a strategy, tf.data's distributed iterator slowed a one-core
+    worker down on the CNN (MultiWorkerMirrored, and Mirrored on one device, alike); batches
+    drawn in the graph keep the single process's pace."""
     total = tf.distribute.ReduceOp.SUM
 
     def train_steps(n: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
