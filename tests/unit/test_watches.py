@@ -1,20 +1,29 @@
 """Every kind of child the operator makes is one it watches, through its label selector: one
-deleted by someone else wakes its job, which makes it again (tests/integration/test_operator.py
-and test_gang.py show it on the API server)."""
+deleted by someone else wakes its job, which makes it again, even when the deletion comes in
+the middle of a reconcile (tests/integration/test_operator.py and test_gang.py show it on the
+API server)."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from datetime import UTC, datetime
 
+import kopf
 import pytest
 
 from tfjob_operator.controller import handlers
+from tfjob_operator.controller.projections import ChildChanges
+from tfjob_operator.controller.workqueue import WorkQueue
+from tfjob_operator.rules import naming
 from tfjob_operator.rules.gang import Gang, Scheduler
 from tfjob_operator.rules.lifecycle import JobView, decide
 from tfjob_testbed.jobs import tfjob
 
 NOW = datetime(2026, 11, 24, tzinfo=UTC)
 GANGS = [None, *(Gang(s) for s in Scheduler)]
+KEY = ("team-a", "mnist")
+INDEXES = {"tfjobs": {}, "tfjob_pods": {}, "tfjob_statefulsets": {}}  # kopf's, as handlers get them
 
 
 def every_child(gang: Gang | None) -> list[dict]:
@@ -50,3 +59,56 @@ def test_pod_groups_are_watched_only_for_the_scheduler_in_use():
     for scheduler in Scheduler:
         extra = [r for r in handlers.watched(Gang(scheduler)) if r not in handlers.OWNED]
         assert extra == [scheduler.api]
+
+
+class Applying:
+    """Stands in for the Reconciler where a deletion meets it: it applies the job's children
+    unless its digest says it has, and records the digest once the apply is done."""
+
+    def __init__(self) -> None:
+        self.applied: bytes | None = None
+        self.applies = 0
+        self.under_way = asyncio.Event()
+        self.done = asyncio.Event()
+        self.jobs = self.pods = self.statefulsets = {}
+
+    def forget_children(self, key) -> None:
+        self.applied = None
+
+    def start_first_pass(self) -> None:
+        pass
+
+    async def __call__(self, key) -> None:
+        if self.applied is None:
+            self.applies += 1
+            self.under_way.set()
+            await self.done.wait()
+            self.applied = b"digest"
+
+
+def test_a_child_deleted_while_its_job_is_applied_is_applied_again():
+    """The deletion's event comes while a reconcile is applying the job's children (made
+    before the deletion): that reconcile must not leave the children recorded as applied."""
+
+    async def main() -> int:
+        reconciler = Applying()
+        memo = kopf.Memo(reconciler=reconciler, elector=None, children=ChildChanges())
+        memo.shared = handlers._Shared()
+        memo.queue = WorkQueue(functools.partial(handlers._reconcile, reconciler, memo.shared))
+        memo.queue.schedule(KEY)
+        await asyncio.wait_for(reconciler.under_way.wait(), 5)
+        await handlers.owned_event(
+            type="DELETED",
+            namespace=KEY[0],
+            uid="uid-service",
+            labels={naming.LABEL_JOB_NAME: KEY[1], **handlers.OURS},
+            resource=kopf.Resource("", "v1", "services"),
+            memo=memo,
+            **INDEXES,
+        )
+        reconciler.done.set()
+        while tasks := asyncio.all_tasks() - {asyncio.current_task()}:
+            await asyncio.wait_for(asyncio.gather(*tasks), 5)
+        return reconciler.applies
+
+    assert asyncio.run(main()) == 2
