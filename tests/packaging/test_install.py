@@ -86,3 +86,11 @@ def test_run_without_tensorflow_names_the_extra(venv: Path, tmp_path: Path) -> N
         "pip install 'tfjob-operator[trainer]'"
     )
     assert "Traceback" not in job.stdout + job.stderr
+
+
+def test_the_trainer_without_tensorflow_says_so_in_one_line(venv: Path, tmp_path: Path) -> None:
+    trainer = run(venv, "tfjob-trainer", "--steps=1", cwd=tmp_path)
+    assert trainer.returncode == 2
+    assert trainer.stderr.strip() == (
+        "tfjob-trainer: TensorFlow is not installed: pip install 'tfjob-operator[trainer]'"
+    )

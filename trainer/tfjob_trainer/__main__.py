@@ -8,6 +8,7 @@ else is a runtime failure.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import logging
 import os
 import signal
@@ -47,6 +48,13 @@ def main(argv: list[str] | None = None) -> int:
         check_evaluator(opts, task, strategy)
     except (config.ConfigError, ValueError) as e:
         print(f"tfjob-trainer: configuration error: {e}", file=sys.stderr, flush=True)
+        return EXIT_CONFIG
+    if importlib.util.find_spec("tensorflow") is None:
+        print(
+            "tfjob-trainer: TensorFlow is not installed: pip install 'tfjob-operator[trainer]'",
+            file=sys.stderr,
+            flush=True,
+        )
         return EXIT_CONFIG
     if not opts.has_checkpoint_dir and writes_checkpoints(task, strategy):
         opts = scratch_checkpoints(opts)
