@@ -141,15 +141,20 @@ def run_bare(api, kubectl: Kubectl, n: int, ns: str) -> dict:
     return {"latencies": latencies, "since_start": since_start, "total": time.monotonic() - start}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=100)
+def add_qps_argument(parser: argparse.ArgumentParser) -> None:
+    """--kube-api-qps for the operator under test, off by default."""
     parser.add_argument(
         "--kube-api-qps",
         default="0",
         help="the operator's client-side rate limit; the default 0 (none) measures the operator "
         "itself, where the operator's own default (20) would measure the limit",
     )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=100)
+    add_qps_argument(parser)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="tfjob-bench-"))
     operator_args = ["--log-level=info", f"--kube-api-qps={args.kube_api_qps}"]

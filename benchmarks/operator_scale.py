@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes
-from create_jobs import REPLICAS, create_at_once, pct, rss_mb, run_bare
+from create_jobs import REPLICAS, add_qps_argument, create_at_once, pct, rss_mb, run_bare
 
 from tfjob_operator.api.spec import GROUP, PLURAL, VERSION
 from tfjob_operator.rules import status as st
@@ -209,12 +209,7 @@ def main() -> None:
         help="run the operator package from this directory (another checkout's operator/), "
         "to measure two versions on equal terms",
     )
-    parser.add_argument(
-        "--kube-api-qps",
-        default="0",
-        help="the operator's client-side rate limit; the default 0 (none) measures the operator "
-        "itself, where the operator's own default (20) would measure the limit",
-    )
+    add_qps_argument(parser)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="tfjob-scale-"))
     tools = ensure_tools()
