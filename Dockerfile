@@ -139,7 +139,7 @@ LABEL org.opencontainers.image.title="tfjob-operator" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=project /opt/project/opt/venv/ /opt/venv/
 USER 65532:65532
-RUN python -c "import kopf, tfjob_operator.controller.handlers; from tfjob_operator import podtemplate; podtemplate.definitions()" \
+RUN python -c "import kopf, tfjob_operator.controller.handlers; from tfjob_operator.api import podtemplate; podtemplate.definitions()" \
  && python -m tfjob_operator --help > /dev/null \
  && tfjob --help > /dev/null
 EXPOSE 8080
