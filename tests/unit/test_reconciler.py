@@ -389,6 +389,29 @@ def test_an_unchanged_job_costs_no_call_and_no_event(cluster):
     assert cluster.events == events
 
 
+def test_a_child_deleted_while_the_children_are_applied_is_applied_again(cluster):
+    """The deletion's event comes while a reconcile applies children made before it: that
+    reconcile must not record them as applied, or the next one would not make the child."""
+    key = cluster.create("mnist", replicas={"Worker": 1})
+    apply = cluster.kube.apply
+
+    def deleted_meanwhile(manifest: dict[str, Any]) -> None:
+        apply(manifest)
+        cluster.kube.apply = apply  # once
+        cluster.reconciler.forget_children(key)
+
+    cluster.kube.apply = deleted_meanwhile
+    cluster.reconcile(key)
+    first = [c for c in cluster.kube.calls if c[0] == "apply"]
+    assert len(first) == 2
+    calls = len(cluster.kube.calls)
+    cluster.reconcile(key)
+    assert [c for c in cluster.kube.calls[calls:] if c[0] == "apply"] == first
+    calls = len(cluster.kube.calls)
+    cluster.reconcile(key)
+    assert not [c for c in cluster.kube.calls[calls:] if c[0] == "apply"], "then applied once"
+
+
 def test_a_failure_that_persists_is_said_in_status_once_and_cleared_once_healed(cluster):
     key = cluster.create("mnist", replicas={"Worker": 1})
     cluster.kube.errors["apply"] = api_error(500, "etcd is sad")

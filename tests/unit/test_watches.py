@@ -1,12 +1,11 @@
 """Every kind of child the operator makes is one it watches, through its label selector: one
 deleted by someone else wakes its job, which makes it again, even when the deletion comes in
-the middle of a reconcile (tests/integration/test_operator.py and test_gang.py show it on the
-API server)."""
+the middle of a reconcile (tests/unit/test_reconciler.py; tests/integration/test_operator.py
+and test_gang.py show it on the API server)."""
 
 from __future__ import annotations
 
 import asyncio
-import functools
 from datetime import UTC, datetime
 
 import kopf
@@ -14,7 +13,6 @@ import pytest
 
 from tfjob_operator.controller import handlers
 from tfjob_operator.controller.projections import ChildChanges
-from tfjob_operator.controller.workqueue import WorkQueue
 from tfjob_operator.rules import naming
 from tfjob_operator.rules.gang import Gang, Scheduler
 from tfjob_operator.rules.lifecycle import JobView, decide
@@ -61,43 +59,36 @@ def test_pod_groups_are_watched_only_for_the_scheduler_in_use():
         assert extra == [scheduler.api]
 
 
-class Applying:
-    """Stands in for the Reconciler where a deletion meets it: it applies the job's children
-    unless its digest says it has, and records the digest once the apply is done."""
+class Forgetting:
+    """Stands in for the Reconciler where a deletion meets it."""
 
     def __init__(self) -> None:
-        self.applied: bytes | None = None
-        self.applies = 0
-        self.under_way = asyncio.Event()
-        self.done = asyncio.Event()
+        self.forgotten: list[tuple[str, str]] = []
         self.jobs = self.pods = self.statefulsets = {}
 
     def forget_children(self, key) -> None:
-        self.applied = None
+        self.forgotten.append(key)
 
     def start_first_pass(self) -> None:
         pass
 
-    async def __call__(self, key) -> None:
-        if self.applied is None:
-            self.applies += 1
-            self.under_way.set()
-            await self.done.wait()
-            self.applied = b"digest"
+
+class Queue:
+    def __init__(self) -> None:
+        self.scheduled: list[tuple[str, str]] = []
+
+    def schedule(self, key) -> None:
+        self.scheduled.append(key)
 
 
-def test_a_child_deleted_while_its_job_is_applied_is_applied_again():
-    """The deletion's event comes while a reconcile is applying the job's children (made
-    before the deletion): that reconcile must not leave the children recorded as applied."""
-
-    async def main() -> int:
-        reconciler = Applying()
-        memo = kopf.Memo(reconciler=reconciler, elector=None, children=ChildChanges())
-        memo.shared = handlers._Shared()
-        memo.queue = WorkQueue(functools.partial(handlers._reconcile, reconciler, memo.shared))
-        memo.queue.schedule(KEY)
-        await asyncio.wait_for(reconciler.under_way.wait(), 5)
-        await handlers.owned_event(
+def test_a_deleted_child_makes_the_leader_apply_its_job_again():
+    """The deletion forgets what was applied and wakes the job; whether a reconcile is under
+    way then is the reconciler's to handle (tests/unit/test_reconciler.py)."""
+    reconciler, queue = Forgetting(), Queue()
+    memo = kopf.Memo(reconciler=reconciler, elector=None, children=ChildChanges(), queue=queue)
+    memo.shared = handlers._Shared()
+    asyncio.run(
+        handlers.owned_event(
             type="DELETED",
             namespace=KEY[0],
             uid="uid-service",
@@ -106,9 +97,6 @@ def test_a_child_deleted_while_its_job_is_applied_is_applied_again():
             memo=memo,
             **INDEXES,
         )
-        reconciler.done.set()
-        while tasks := asyncio.all_tasks() - {asyncio.current_task()}:
-            await asyncio.wait_for(asyncio.gather(*tasks), 5)
-        return reconciler.applies
-
-    assert asyncio.run(main()) == 2
+    )
+    assert reconciler.forgotten == [KEY]
+    assert queue.scheduled == [KEY]

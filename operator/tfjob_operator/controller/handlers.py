@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import dataclasses
-import functools
 import logging
 import os
 from typing import Any
@@ -86,9 +85,6 @@ class _Shared:
     (nor by the elector's callbacks), while an object that every copy holds is shared."""
 
     handler_context: contextvars.Context | None = None  # the first handler's, for kopf.event
-    # Jobs a child of which was deleted since their last reconcile began: the next reconcile
-    # applies every child again (`_reconcile`).
-    children_gone: set[tuple[str, str]] = dataclasses.field(default_factory=set)
 
 
 @kopf.on.startup()
@@ -137,20 +133,10 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: 
         kube = Kube(memo.elector.may_write, memo.elector.user_agent, limiter)
     memo.reconciler = Reconciler(kube, config.cluster_domain, gang=config.gang)
     _use_indexes(memo.reconciler, kwargs)
-    memo.queue = WorkQueue(functools.partial(_reconcile, memo.reconciler, memo.shared))
+    memo.queue = WorkQueue(memo.reconciler)
     metrics.watch_states(memo.reconciler.states)
     if memo.elector is not None:
         memo.election_task = asyncio.get_running_loop().create_task(memo.elector.guarded())
-
-
-async def _reconcile(reconciler: Reconciler, shared: _Shared, key: Any) -> float | None:
-    """One reconcile of a job, with every child applied again after one was deleted. The
-    reconciler forgets what it applied as this reconcile starts, not when the deletion comes:
-    a reconcile under way then would record children it applied before as applied."""
-    if key in shared.children_gone:
-        shared.children_gone.discard(key)
-        reconciler.forget_children(key)
-    return await reconciler(key)
 
 
 def _take_over(memo: kopf.Memo) -> None:
@@ -284,7 +270,7 @@ async def owned_event(
         return
     key, deleted = (namespace, job), type == "DELETED"
     if deleted and resource.plural != "pods" and _leading(memo):
-        memo.shared.children_gone.add(key)  # a standby has applied nothing to forget
+        memo.reconciler.forget_children(key)  # a standby has applied nothing to forget
     index = kwargs.get(OBSERVED.get(resource.plural, ""))
     observation = (
         None if index is None else next((o for o in index.get(key, ()) if o.uid == uid), None)

@@ -97,6 +97,9 @@ class JobState:
     # A digest of the children last applied, so unchanged children are not re-sent on every
     # pod event (the digest, not the children's JSON: kilobytes a job).
     applied: bytes | None = None
+    # Bumped by `forget_children`: an apply under way when a child goes records no digest, since
+    # what it applied may predate the deletion.
+    forgotten: int = 0
     written: _Written | None = None
     # The parsed spec, and the (uid, generation, name) it was read from (parsing is not free).
     view: tuple[tuple[Any, ...], JobView] | None = None
@@ -184,6 +187,7 @@ class Reconciler:
         job = self.state.get(key)
         if job is not None:
             job.applied = None
+            job.forgotten += 1
 
     def _job(self, key: JobKey) -> JobState:
         """The job's state, made empty on first use."""
@@ -310,6 +314,7 @@ class Reconciler:
         ).digest()
         job = self._job(key)
         if job.applied != fingerprint:
+            forgotten = job.forgotten
             try:
                 await asyncio.to_thread(self._apply_all, decision.children)
             except kubernetes.client.ApiException as e:
@@ -327,7 +332,8 @@ class Reconciler:
                     statefulsets=sets,
                     gang=self.gang,
                 )
-            job.applied = fingerprint
+            if job.forgotten == forgotten:
+                job.applied = fingerprint
         if decision.scale_down or decision.delete_children:
             await asyncio.to_thread(self._converge, key[0], decision)
 
