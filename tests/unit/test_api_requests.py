@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import kopf
 import pytest
 
-import tfjob_operator.controller.handlers  # noqa: F401 (registers the handlers)
+from tfjob_operator.controller import handlers
 from tfjob_operator.controller.client import newest_messages
 
 EARLY, LATE = datetime(2026, 1, 1, 12, 0, tzinfo=UTC), datetime(2026, 1, 1, 12, 5, tzinfo=UTC)
@@ -35,6 +35,7 @@ def test_newest_failed_create_message_per_statefulset(events, want):
 def test_no_kopf_handler_runs_on_a_clock_or_writes_progress():
     """Timers, daemons and resumable change handlers would cost requests per job while it
     idles (or annotations on every change): the operator only reacts to events."""
+    handlers.register()
     registry = kopf.get_default_registry()
     assert not list(registry._spawning.get_all_handlers()), "timers or daemons"
     assert not list(registry._changing.get_all_handlers()), "on.create/update/delete handlers"

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from tfjob_operator.api import crd, rbac
+from tfjob_operator.api.spec import GROUPS
 from tfjob_operator.controller.main import build_parser
 from tfjob_testbed.tools import ensure_tools
 
@@ -448,6 +449,29 @@ def test_crd_is_the_generated_one(helm, crds, annotations):
     assert got["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
 
 
+@pytest.mark.parametrize("group", GROUPS)
+def test_api_group_picks_the_crd_the_rules_and_the_flag(helm, group):
+    """apiGroup: kubeflow.org serves Kubeflow's TFJobs: its CRD, the rules for its group (and
+    none for the other), the operator's flag; in all namespaces and in named ones."""
+    docs = template(helm, {"apiGroup": group})
+    got = one(docs, "CustomResourceDefinition")
+    assert without_chart_metadata(got) == {
+        **crd.crd(group),
+        "metadata": {**crd.crd(group)["metadata"], "annotations": KEEP},
+    }
+    assert one(docs, "ClusterRole", FULLNAME)["rules"] == rbac.rules(group)
+    assert f"--api-group={group}" in operator_container(docs)["args"]
+    named = template(helm, {"apiGroup": group, "watchNamespaces": ["team-a"]})
+    (role,) = find(named, "Role", FULLNAME)
+    assert role["rules"] == [r for r in rbac.rules(group) if not is_cluster_scoped(r)]
+    assert {g for r in role["rules"] for g in r["apiGroups"]} & set(GROUPS) == {group}
+
+
+def test_an_unknown_api_group_is_refused(helm):
+    proc = run_helm(helm, "template", "t", str(CHART), "--set", "apiGroup=kubeflow.com")
+    assert proc.returncode != 0 and "apiGroup" in proc.stderr, proc.stderr
+
+
 def test_crd_install_false_leaves_it_out(renders):
     assert find(renders["custom"], "CustomResourceDefinition") == []
 
@@ -455,7 +479,8 @@ def test_crd_install_false_leaves_it_out(renders):
 def test_templates_hold_no_copies_of_generated_files():
     """The CRD and the rules come from files/ through .Files.Get, or they would drift."""
     text = "\n".join(p.read_text() for p in (CHART / "templates").iterdir())
-    assert '.Files.Get "files/crd.yaml"' in text and '.Files.Get "files/rules.yaml"' in text
+    for generated in ("crd.yaml", "crd-kubeflow.yaml", "rules.yaml", "job-rules"):
+        assert f'"files/{generated}' in text, generated
     for copied in ("openAPIV3Schema", "tfjobs/status", "persistentvolumeclaims", "verbs:"):
         assert copied not in text
 

@@ -78,8 +78,9 @@ def test_kopf_has_no_change_handler_to_need_a_diff_base():
     it registers no change or spawning handler, which would need one."""
     import kopf
 
-    from tfjob_operator.controller import handlers  # noqa: F401  (registers the handlers)
+    from tfjob_operator.controller import handlers
 
+    handlers.register()
     registry = kopf.get_default_registry()
     assert registry._changing.get_all_handlers() == []
     assert registry._spawning.get_all_handlers() == []

@@ -3,8 +3,10 @@ on the real API server: tests/integration/test_manifests.py runs a job as the Se
 
 from __future__ import annotations
 
+import pytest
+
 from tfjob_operator.api import rbac
-from tfjob_operator.api.spec import GROUP, PLURAL
+from tfjob_operator.api.spec import GROUP, GROUPS, PLURAL
 from tfjob_operator.controller import client as kube
 from tfjob_operator.controller import handlers
 from tfjob_operator.rules.gang import Gang, Scheduler
@@ -17,35 +19,39 @@ FRAMEWORK = {
     ("apiextensions.k8s.io", "customresourcedefinitions", "watch"),
     ("", "namespaces", "list"),
     ("", "namespaces", "watch"),
-    (GROUP, f"{PLURAL}/finalizers", "update"),
 }
 
 
-def granted() -> set[tuple[str, str, str]]:
+def granted(rules: list[dict] = rbac.RULES) -> set[tuple[str, str, str]]:
     return {
         (g, r, v)
-        for rule in rbac.RULES
+        for rule in rules
         for g in rule["apiGroups"]
         for r in rule["resources"]
         for v in rule["verbs"]
     }
 
 
-def used() -> set[tuple[str, str, str]]:
+def used(group: str = GROUP) -> set[tuple[str, str, str]]:
     # Every kind watched under any flags: each gang scheduler adds its PodGroups.
     kinds = {r for gang in (None, *(Gang(s) for s in Scheduler)) for r in handlers.watched(gang)}
-    watched = [(GROUP, PLURAL), *((g, p) for g, _, p in kinds)]
+    watched = [(group, PLURAL), *((g, p) for g, _, p in kinds)]
     return (
         {(g, p, v) for g, p in watched for v in ("list", "watch")}
+        | {(group, r, v) for r, v in kube.JOB_WRITES}
+        | {(group, f"{PLURAL}/finalizers", "update")}  # blockOwnerDeletion
         | kube.WRITES
         | kube.READS
         | FRAMEWORK
     )
 
 
-def test_rules_grant_exactly_what_is_used():
-    assert granted() - used() == set(), "granted but never used"
-    assert used() - granted() == set(), "used but not granted"
+@pytest.mark.parametrize("group", GROUPS)
+def test_rules_grant_exactly_what_is_used(group):
+    rules = rbac.rules(group)
+    assert granted(rules) - used(group) == set(), "granted but never used"
+    assert used(group) - granted(rules) == set(), "used but not granted"
+    assert rbac.rules() == rbac.RULES
 
 
 def test_no_wildcards_and_no_secrets():

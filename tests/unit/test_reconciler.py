@@ -72,6 +72,7 @@ class FakeKube:
         self.failed: dict[str, dict[tuple[str, str], str]] = {}
         self.errors: dict[str, Exception] = {}  # method -> what it raises
         self.leading: list[bool] = []  # answers of may_write, oldest first; then True
+        self.foreign: dict[JobKey, list[str]] = {}  # another controller's children, by job
         self._rv = 1
 
     def next_rv(self) -> str:
@@ -109,6 +110,13 @@ class FakeKube:
 
     def delete_job(self, namespace: str, name: str) -> None:
         self._call("delete_job", namespace, name)
+
+    def label_pod(self, namespace: str, name: str, uid: str, labels: dict[str, str]) -> None:
+        self._call("label_pod", namespace, name, dict(labels))
+
+    def foreign_children(self, namespace: str, job: str, uid: str) -> list[str]:
+        self._call("foreign_children", namespace, job)
+        return list(self.foreign.get((namespace, job), []))
 
 
 class Cluster:

@@ -55,7 +55,23 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{/*
-The operator's RBAC rules (files/rules.yaml, generated from tfjob_operator/rbac.py), split
+Whether the operator serves Kubeflow's group (apiGroup: kubeflow.org) rather than tfjob.dev.
+*/}}
+{{- define "tfjob-operator.kubeflow" -}}
+{{- if eq .Values.apiGroup "kubeflow.org" }}true{{ end }}
+{{- end }}
+
+{{/*
+Every RBAC rule of the operator (generated from tfjob_operator/api/rbac.py): the TFJob rules of
+the group it serves (files/job-rules*.yaml), then the rest (files/rules.yaml). A YAML list.
+*/}}
+{{- define "tfjob-operator.allRules" -}}
+{{- $jobs := ternary "files/job-rules-kubeflow.yaml" "files/job-rules.yaml" (eq (include "tfjob-operator.kubeflow" .) "true") }}
+{{- toYaml (concat (.Files.Get $jobs | fromYamlArray) (.Files.Get "files/rules.yaml" | fromYamlArray)) }}
+{{- end }}
+
+{{/*
+The operator's RBAC rules (tfjob-operator.allRules), split
 into those on cluster-scoped resources, which only a ClusterRole can grant, and the rest,
 which a Role in each watched namespace grants. Returns YAML: {cluster: [...], namespaced: [...]}.
 */}}
@@ -63,7 +79,7 @@ which a Role in each watched namespace grants. Returns YAML: {cluster: [...], na
 {{- $clusterScoped := list "customresourcedefinitions" "namespaces" }}
 {{- $cluster := list }}
 {{- $namespaced := list }}
-{{- range (.Files.Get "files/rules.yaml" | fromYamlArray) }}
+{{- range (include "tfjob-operator.allRules" . | fromYamlArray) }}
 {{- $isCluster := false }}
 {{- range .resources }}
 {{- if has (splitList "/" . | first) $clusterScoped }}

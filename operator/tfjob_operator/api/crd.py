@@ -1,7 +1,8 @@
 """The TFJob CustomResourceDefinition, generated from the API models in `spec.py`.
 
-`python -m tfjob_operator.api.crd` prints it; `manifests/crd.yaml` and the chart's
-`files/crd.yaml` are that output, written by `make generate`, and a test fails when they differ.
+`python -m tfjob_operator.api.crd` prints it; `manifests/crd.yaml`, `manifests/kubeflow/crd.yaml`
+(group kubeflow.org) and the chart's `files/` copies are that output, written by
+`make generate`, and a test fails when they differ.
 """
 
 from __future__ import annotations
@@ -94,8 +95,18 @@ def structural(model: type[BaseModel], description: str) -> dict[str, Any]:
     return result
 
 
-def crd() -> dict[str, Any]:
-    """The CustomResourceDefinition object."""
+def spec_schema() -> dict[str, Any]:
+    """The spec's schema. `runPolicy` defaults to {} as Kubeflow's own controller writes it:
+    Kubeflow's SDK cannot read a TFJob without one (the API server fills it in on create and
+    on every read of an object stored without it)."""
+    schema = structural(TFJobSpec, "The desired state of the TFJob.")
+    schema["properties"]["runPolicy"]["default"] = {}
+    return schema
+
+
+def crd(group: str = GROUP) -> dict[str, Any]:
+    """The CustomResourceDefinition object, in `group` (tfjob.dev, or kubeflow.org where the
+    operator serves Kubeflow's TFJobs: the same schema)."""
     root = {
         "type": "object",
         "description": "A distributed TensorFlow training job.",
@@ -104,16 +115,16 @@ def crd() -> dict[str, Any]:
             "apiVersion": {"type": "string"},
             "kind": {"type": "string"},
             "metadata": {"type": "object"},
-            "spec": structural(TFJobSpec, "The desired state of the TFJob."),
+            "spec": spec_schema(),
             "status": structural(TFJobStatus, "The observed state, written by the operator."),
         },
     }
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{PLURAL}.{GROUP}"},
+        "metadata": {"name": f"{PLURAL}.{group}"},
         "spec": {
-            "group": GROUP,
+            "group": group,
             "names": {
                 "kind": KIND,
                 "listKind": f"{KIND}List",
@@ -136,8 +147,8 @@ def crd() -> dict[str, Any]:
     }
 
 
-def render() -> str:
-    return HEADER + yaml.safe_dump(crd(), sort_keys=False, width=100)
+def render(group: str = GROUP) -> str:
+    return HEADER + yaml.safe_dump(crd(group), sort_keys=False, width=100)
 
 
 def main() -> None:

@@ -13,13 +13,21 @@ from tfjob_operator.api.spec import GROUP, PLURAL
 
 WATCH = ["list", "watch"]
 
-RULES: list[dict[str, Any]] = [
-    # TFJobs: watched by kopf; deleted when ttlSecondsAfterFinished passes.
-    {"apiGroups": [GROUP], "resources": [PLURAL], "verbs": [*WATCH, "delete"]},
-    {"apiGroups": [GROUP], "resources": [f"{PLURAL}/status"], "verbs": ["patch"]},
-    # Children carry blockOwnerDeletion, which needs this where the
-    # OwnerReferencesPermissionEnforcement admission plugin is on.
-    {"apiGroups": [GROUP], "resources": [f"{PLURAL}/finalizers"], "verbs": ["update"]},
+
+def job_rules(group: str) -> list[dict[str, Any]]:
+    """The TFJobs of the API group the operator serves."""
+    return [
+        # Watched by kopf; deleted when ttlSecondsAfterFinished passes.
+        {"apiGroups": [group], "resources": [PLURAL], "verbs": [*WATCH, "delete"]},
+        {"apiGroups": [group], "resources": [f"{PLURAL}/status"], "verbs": ["patch"]},
+        # Children carry blockOwnerDeletion, which needs this where the
+        # OwnerReferencesPermissionEnforcement admission plugin is on.
+        {"apiGroups": [group], "resources": [f"{PLURAL}/finalizers"], "verbs": ["update"]},
+    ]
+
+
+# Everything but the TFJobs: the same whichever group is served.
+CHILD_RULES: list[dict[str, Any]] = [
     # Server-side apply (a patch that may create); delete for a replica type the spec dropped.
     {
         "apiGroups": ["apps"],
@@ -35,7 +43,8 @@ RULES: list[dict[str, Any]] = [
     },
     # Checkpoint claims are created once, never changed.
     {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": [*WATCH, "create"]},
-    {"apiGroups": [""], "resources": ["pods"], "verbs": WATCH},
+    # Each pod's own Kubeflow labels (replica index, master role) are patched in once.
+    {"apiGroups": [""], "resources": ["pods"], "verbs": [*WATCH, "patch"]},
     # Events: ours to write; a StatefulSet's FailedCreate to read while it lacks pods.
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "list"]},
     # kopf: discovers the CRD, and follows namespaces when --namespace has a glob.
@@ -52,6 +61,14 @@ RULES: list[dict[str, Any]] = [
         "verbs": [*WATCH, "create", "patch"],
     },
 ]
+
+
+def rules(group: str = GROUP) -> list[dict[str, Any]]:
+    """The operator's rules when it serves `group`."""
+    return [*job_rules(group), *CHILD_RULES]
+
+
+RULES = rules()
 
 # Leader election, granted by a Role in the operator's own namespace only.
 LEASE_NAME = "tfjob-operator-leader"

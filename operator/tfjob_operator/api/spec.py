@@ -24,6 +24,10 @@ from tfjob_operator.api import podtemplate
 from tfjob_operator.api.quantity import parse_quantity
 
 GROUP = "tfjob.dev"
+# Kubeflow's group: the operator serves it instead of its own with `--api-group kubeflow.org`,
+# so that Kubeflow's TFJobs, its SDK, Kueue and Katib find the kind where they look for it.
+KUBEFLOW_GROUP = "kubeflow.org"
+GROUPS = (GROUP, KUBEFLOW_GROUP)
 VERSION = "v1"
 API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "TFJob"
@@ -184,6 +188,15 @@ class RunPolicy(_Model):
         False,
         description="true scales the job to 0 with condition Suspended; false resumes it.",
     )
+    managed_by: str | None = Field(
+        None,
+        alias="managedBy",
+        description=(
+            "The controller that runs the job. Unset, kubeflow.org/training-operator or "
+            "tfjob.dev/tfjob-operator: this operator. Any other (e.g. "
+            "kueue.x-k8s.io/multikueue): that controller; this operator leaves the job alone."
+        ),
+    )
     scheduling_policy: SchedulingPolicy | None = Field(
         None,
         alias="schedulingPolicy",
@@ -286,7 +299,7 @@ class TFJobSpec(_Model):
     enable_dynamic_worker: bool | None = Field(
         None,
         alias="enableDynamicWorker",
-        description="Accepted for compatibility with Kubeflow manifests; not used.",
+        description="Accepted as Kubeflow has it; not acted on (true gets a SpecAdjusted warning).",
     )
     checkpoint: CheckpointSpec | None = Field(
         None, description="A checkpoint volume mounted into every pod that trains."
@@ -322,7 +335,8 @@ class JobCondition(_Model):
     type: str = Field(
         ...,
         description="Created, Running, Restarting, Succeeded, Failed, Suspended, or "
-        "ReconcileError (the operator keeps failing to reconcile the job).",
+        "ReconcileError (the operator keeps failing to reconcile the job), or "
+        "StartedElsewhere (another controller's pods already run it).",
     )
     status: Literal["True", "False", "Unknown"] = Field(..., description="True, False or Unknown.")
     reason: str = Field("", description="A CamelCase reason.")
@@ -336,6 +350,15 @@ class ReplicaStatus(_Model):
     succeeded: int = Field(0, description="Pods whose container last exited 0.")
     failed: int = Field(0, description="Pods whose container last exited non-zero.")
     restarts: int = Field(0, description="Restarts after a failure, counted for backoffLimit.")
+    label_selector: dict[str, Any] | None = Field(
+        None,
+        alias="labelSelector",
+        description="Kubeflow's field, kept as stored; not written by this operator.",
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    )
+    selector: str | None = Field(
+        None, description="Kubeflow's field, kept as stored; not written by this operator."
+    )
 
 
 class FailureInfo(_Model):
@@ -368,6 +391,11 @@ class TFJobStatus(_Model):
     )
     start_time: str | None = Field(None, alias="startTime")
     completion_time: str | None = Field(None, alias="completionTime")
+    last_reconcile_time: str | None = Field(
+        None,
+        alias="lastReconcileTime",
+        description="Kubeflow's field, kept as stored; not written by this operator.",
+    )
     active_replicas: str | None = Field(
         None, alias="activeReplicas", description="Running pods over expected pods, e.g. 3/4."
     )
@@ -444,6 +472,11 @@ def validate_semantics(spec: TFJobSpec) -> list[str]:
             problems.append(
                 f"{path}.{key}: unknown replica type; valid types are {', '.join(sorted(known))}"
             )
+    if spec.enable_dynamic_worker:
+        spec.warnings.append(
+            "spec.enableDynamicWorker: workers are not added or removed while a job runs "
+            "(TensorFlow's elastic training is not supported); the field is not acted on"
+        )
     template_problems = _read_templates(spec)
     if template_problems:
         return problems + template_problems

@@ -16,7 +16,7 @@ import kubernetes
 
 from tfjob_operator.api.spec import GROUP, PLURAL, VERSION
 from tfjob_operator.controller.ratelimit import MAX_RETRIES, TokenBucket, retry_after
-from tfjob_operator.rules import naming
+from tfjob_operator.rules import kubeflow, naming
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +34,8 @@ WRITES = {
     ("apps", "deployments", "patch"),
     ("apps", "deployments", "delete"),
     ("", "persistentvolumeclaims", "create"),
-    (GROUP, f"{PLURAL}/status", "patch"),
-    (GROUP, PLURAL, "delete"),
+    # Each pod's own Kubeflow labels (replica index, master role), once per pod.
+    ("", "pods", "patch"),
     # Gang scheduling (--gang-scheduler): the job's PodGroup, server-side applied.
     *(
         (group, "podgroups", verb)
@@ -43,14 +43,17 @@ WRITES = {
         for verb in ("create", "patch")
     ),
 }
+# The TFJobs of the group served (`--api-group`): (resource, verb).
+JOB_WRITES = {(f"{PLURAL}/status", "patch"), (PLURAL, "delete")}
 # Leader election: the operator's own Lease, in its own namespace (a Role, not cluster-wide).
 LEASE_WRITES = {
     ("coordination.k8s.io", "leases", "get"),
     ("coordination.k8s.io", "leases", "create"),
     ("coordination.k8s.io", "leases", "update"),
 }
-# Reads besides the watches: a StatefulSet's FailedCreate events, only while it lacks pods.
-READS = {("", "events", "list")}
+# Reads besides the watches: a StatefulSet's FailedCreate events, only while it lacks pods;
+# pods and Services another controller made for a job whose status is not ours.
+READS = {("", "events", "list"), ("", "pods", "list"), ("", "services", "list")}
 APPLY = "application/apply-patch+yaml"
 # Without leader election every request still says it is the operator's (the audit log shows
 # the user agent); with it, the agent names the replica (`LeaderElector.user_agent`).
@@ -115,8 +118,10 @@ class Kube:
         may_write: Callable[[], bool] = lambda: True,
         user_agent: str | None = None,
         limiter: TokenBucket | None = None,
+        group: str = GROUP,
     ) -> None:
         self.may_write = may_write
+        self.group = group
         client = PoliteApiClient(limiter)
         client.user_agent = user_agent or STANDALONE_AGENT
         self.core = kubernetes.client.CoreV1Api(client)
@@ -209,6 +214,31 @@ class Kube:
         }[kind]
         _send(delete, name, namespace, propagation_policy="Background", unless=404)
 
+    def label_pod(self, namespace: str, name: str, uid: str, labels: dict[str, str]) -> None:
+        """Add labels to one pod; the uid makes it that pod, not a successor of its name."""
+        self._fence()
+        patch = {"metadata": {"uid": uid, "labels": labels}}
+        try:
+            _send(self.core.patch_namespaced_pod, name, namespace, patch, _content_type=MERGE)
+        except kubernetes.client.ApiException as e:
+            if e.status not in (404, 409, 422):  # gone, or replaced by a pod of the same name
+                raise
+
+    def foreign_children(self, namespace: str, job: str, uid: str) -> list[str]:
+        """'Kind/name' of the pods and Services that another controller (Kubeflow's
+        training-operator) made for this job: owned by it, labelled with its name, not ours."""
+        selector = f"{kubeflow.JOB_NAME}={job},{naming.LABEL_MANAGED_BY}!={naming.MANAGED_BY}"
+        found = []
+        for kind, call in (
+            ("Pod", self.core.list_namespaced_pod),
+            ("Service", self.core.list_namespaced_service),
+        ):
+            for item in call(namespace, label_selector=selector).items:
+                meta = item.metadata
+                if meta is not None and any(o.uid == uid for o in meta.owner_references or []):
+                    found.append(f"{kind}/{meta.name}")
+        return found
+
     def failed_creates(self, namespace: str) -> dict[tuple[str, str], str]:
         """The newest FailedCreate message of each StatefulSet of a namespace, by (name, uid):
         why they cannot make their pods. One list for the whole namespace."""
@@ -227,7 +257,7 @@ class Kube:
         """Merge-patch the status subresource; return the object as stored."""
         self._fence()
         stored: Any = self.custom.patch_namespaced_custom_object_status(
-            GROUP, VERSION, namespace, PLURAL, name, {"status": patch}, _content_type=MERGE
+            self.group, VERSION, namespace, PLURAL, name, {"status": patch}, _content_type=MERGE
         )
         return stored
 
@@ -236,7 +266,7 @@ class Kube:
         self._fence()
         try:
             self.custom.delete_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL, name, propagation_policy="Background"
+                self.group, VERSION, namespace, PLURAL, name, propagation_policy="Background"
             )
         except kubernetes.client.ApiException as e:
             if e.status != 404:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tfjob_operator.api.spec import GROUP
 from tfjob_operator.controller.leader import Timing
 from tfjob_operator.controller.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from tfjob_operator.rules.gang import Gang
@@ -28,6 +29,7 @@ class OperatorConfig:
     namespaces: tuple[str, ...] = ()  # (): every namespace
     api_qps: float = DEFAULT_QPS  # the client's sustained requests a second; <= 0: no limit
     api_burst: int = DEFAULT_BURST  # requests let through at once before qps applies
+    api_group: str = GROUP  # the TFJobs served: tfjob.dev, or Kubeflow's kubeflow.org
 
     @property
     def exact_namespaces(self) -> bool:

@@ -120,7 +120,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: 
     memo.children = ChildChanges()
     memo.shared = _Shared()
     if election is None:
-        kube = Kube(limiter=limiter)
+        kube = Kube(limiter=limiter, group=config.api_group)
     else:
         memo.elector = LeaderElector(
             election.namespace,
@@ -130,7 +130,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: 
             on_leading=lambda: _take_over(memo),
             on_lost=_exit_on_loss,
         )
-        kube = Kube(memo.elector.may_write, memo.elector.user_agent, limiter)
+        kube = Kube(memo.elector.may_write, memo.elector.user_agent, limiter, config.api_group)
     memo.reconciler = Reconciler(kube, config.cluster_domain, gang=config.gang)
     _use_indexes(memo.reconciler, kwargs)
     memo.queue = WorkQueue(memo.reconciler)
@@ -196,7 +196,6 @@ def login(memo: kopf.Memo, **kwargs: Any) -> kopf.ConnectionInfo | None:
 # Indexers are coroutines: kopf runs a plain function in a thread of its executor, a hop per
 # event that costs more than the function itself. (kopf types `namespace` as optional, for
 # cluster-scoped resources; everything watched here is namespaced, hence the ignores.)
-@kopf.index(GROUP, VERSION, PLURAL)  # type: ignore[arg-type]
 async def tfjobs(body: kopf.Body, namespace: str, name: str, **_: Any) -> dict[Any, Any]:
     return {(namespace, name): job_record(body)}
 
@@ -235,7 +234,6 @@ def _wake(memo: kopf.Memo, key: tuple[str, str], kwargs: dict[str, Any]) -> None
         memo.queue.schedule(key)
 
 
-@kopf.on.event(GROUP, VERSION, PLURAL)  # type: ignore[arg-type]
 async def job_event(
     type: str, namespace: str, name: str, meta: kopf.Meta, memo: kopf.Memo, **kwargs: Any
 ) -> None:
@@ -284,8 +282,21 @@ def _watch_owned(group: str, version: str, plural: str) -> None:
     kopf.on.event(group, version, plural, labels=OURS, id=f"owned-{plural}")(owned_event)  # type: ignore[arg-type]
 
 
-for _resource in OWNED:
-    _watch_owned(*_resource)
+_registered: list[str] = []  # the group registered for, once
+
+
+def register(group: str = GROUP) -> None:
+    """Register the handlers whose resource depends on the API group served (`--api-group`):
+    the TFJobs' index and events, and the children's events. Before kopf runs; once."""
+    if _registered:
+        if _registered != [group]:
+            raise RuntimeError(f"handlers are registered for {_registered[0]}, not {group}")
+        return
+    _registered.append(group)
+    kopf.index(group, VERSION, PLURAL, id="tfjobs")(tfjobs)  # type: ignore[arg-type]
+    kopf.on.event(group, VERSION, PLURAL, id="job_event")(job_event)  # type: ignore[arg-type]
+    for resource in OWNED:
+        _watch_owned(*resource)
 
 
 @kopf.on.probe(id="tfjobs")

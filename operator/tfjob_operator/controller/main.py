@@ -7,6 +7,7 @@ import logging
 import os
 
 from tfjob_operator.api import rbac
+from tfjob_operator.api.spec import GROUP, GROUPS
 from tfjob_operator.controller.config import LeaderElection, OperatorConfig
 from tfjob_operator.controller.leader import Timing, default_identity, default_namespace
 from tfjob_operator.controller.ratelimit import DEFAULT_BURST, DEFAULT_QPS
@@ -19,9 +20,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tfjob-operator",
         description=(
-            "Watch TFJob objects (tfjob.dev/v1) and run them as StatefulSets and headless "
-            "Services with TF_CONFIG. Connects with $KUBECONFIG, else the in-cluster "
-            "service account."
+            "Watch TFJob objects (tfjob.dev/v1, or Kubeflow's kubeflow.org/v1) and run them as "
+            "StatefulSets and headless Services with TF_CONFIG. Connects with $KUBECONFIG, "
+            "else the in-cluster service account."
         ),
     )
     p.add_argument(
@@ -31,6 +32,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NS",
         help="watch this namespace (repeatable; globs like 'team-*' work); default: all",
+    )
+    p.add_argument(
+        "--api-group",
+        choices=GROUPS,
+        default=os.environ.get("TFJOB_API_GROUP", GROUP),
+        help="the API group of the TFJobs served: kubeflow.org runs Kubeflow's TFJobs as "
+        "written, in place of Kubeflow's training-operator (env TFJOB_API_GROUP; default: "
+        "%(default)s)",
     )
     p.add_argument(
         "--standalone",
@@ -172,6 +181,7 @@ def config_from(args: argparse.Namespace) -> OperatorConfig:
         namespaces=tuple(args.namespace),
         api_qps=args.kube_api_qps,
         api_burst=args.kube_api_burst,
+        api_group=args.api_group,
     )
 
 
@@ -186,7 +196,9 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--kube-api-burst must be at least 1")
     import kopf  # imported late so that --help stays fast
 
-    from tfjob_operator.controller import handlers  # noqa: F401  (registers the handlers)
+    from tfjob_operator.controller import handlers
+
+    handlers.register(config.api_group)
 
     kopf.configure(
         debug=args.log_level == "debug",

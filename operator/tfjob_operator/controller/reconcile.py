@@ -25,6 +25,7 @@ from tfjob_operator.controller import metrics
 from tfjob_operator.controller.client import Kube, MissingAPI, NotLeader
 from tfjob_operator.controller.projections import job_record
 from tfjob_operator.controller.workqueue import RetryableError
+from tfjob_operator.rules import handover
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.gang import Gang
 from tfjob_operator.rules.lifecycle import Decision, JobView, decide
@@ -109,6 +110,10 @@ class JobState:
     create_check: _CreateCheck | None = None
     # The job's state (Created, Running, ...) as last written, for the jobs-by-state gauge.
     written_state: str | None = None
+    # Pods (by uid) whose own Kubeflow labels were patched in: each once.
+    labelled: set[str] = field(default_factory=set)
+    # The other controller runPolicy.managedBy names, once its Event is posted ("": none).
+    managed_by: str = ""
 
 
 @dataclass(frozen=True)
@@ -295,6 +300,8 @@ class Reconciler:
         body = self._current_body(key)
         if body is None or body["metadata"].get("deletionTimestamp"):
             return None
+        if await self._run_elsewhere(key, body):
+            return None
         observed: list[PodObservation] = list(self.pods.get(key, []))
         sets: list[StatefulSetObservation] = list(self.statefulsets.get(key, []))
         view, now = self._view(key, body), datetime.now(UTC)
@@ -336,6 +343,7 @@ class Reconciler:
                 job.applied = fingerprint
         if decision.scale_down or decision.delete_children:
             await asyncio.to_thread(self._converge, key[0], decision)
+        await self._label_pods(key, decision)
 
         counts_wait = self._counts_wait(key, decision)
         if counts_wait is None:
@@ -348,6 +356,39 @@ class Reconciler:
             return None
         delays = [d for d in (decision.requeue_after, recheck, counts_wait) if d is not None]
         return min(delays) if delays else None
+
+    async def _run_elsewhere(self, key: JobKey, body: dict[str, Any]) -> bool:
+        """Whether another controller runs the job (`handover`): then nothing of ours is
+        made, and the user is told once."""
+        job, name = self._job(key), f"{key[0]}/{key[1]}"
+        manager = handover.managed_elsewhere(body.get("spec"))
+        if manager is not None:
+            if job.managed_by != manager:
+                log.info("%s: runPolicy.managedBy is %s; leaving it alone", name, manager)
+                self._post(key, body, [handover.managed_elsewhere_event(name, manager)])
+                job.managed_by = manager
+            return True
+        job.managed_by = ""
+        status = body.get("status")
+        if not handover.may_be_started_elsewhere(status):
+            return False
+        uid = body["metadata"].get("uid", "")
+        foreign = await asyncio.to_thread(self.kube.foreign_children, *key, uid)
+        decision = handover.started_elsewhere(dict(status or {}), foreign, name, datetime.now(UTC))
+        if decision is None:
+            return False
+        await self._write(key, body, decision)
+        return True
+
+    async def _label_pods(self, key: JobKey, decision: Decision) -> None:
+        """Each pod's own Kubeflow labels (`kubeflow.pod_label_patches`), once per pod."""
+        job = self._job(key)
+        for name, uid, labels in decision.label_pods:
+            if uid not in job.labelled:
+                await asyncio.to_thread(self.kube.label_pod, key[0], name, uid, labels)
+                job.labelled.add(uid)
+        # Kept while the index still shows a pod without them (its event is on the way).
+        job.labelled &= {uid for _, uid, _ in decision.label_pods}
 
     def _counts_wait(self, key: JobKey, decision: Decision) -> float | None:
         """Seconds a patch of pod counts alone may still wait; None when it is written now."""
@@ -386,9 +427,12 @@ class Reconciler:
             metrics.STATUS_WRITES.inc()
             metrics.record(key[0], body.get("status") or {}, decision.status)
         self._job(key).written_state = st.state(decision.status)
-        if decision.events and not self.kube.may_write():
+        self._post(key, body, decision.events)
+
+    def _post(self, key: JobKey, body: dict[str, Any], events: list[tuple[str, str, str]]) -> None:
+        if events and not self.kube.may_write():
             raise NotLeader("the leader Lease ran out before the events were posted")
-        for type_, reason, message in decision.events:
+        for type_, reason, message in events:
             # kopf reads only the identity of what it is given; a plain dict serves.
             kopf.event(body, type=type_, reason=reason, message=message)  # type: ignore[arg-type]
             metrics.TRANSITIONS.labels(reason).inc()

@@ -10,6 +10,7 @@ from pathlib import Path
 import yaml
 
 from tfjob_operator.api import crd, rbac
+from tfjob_operator.api.spec import GROUP, KUBEFLOW_GROUP
 
 NAME = "tfjob-operator"
 NAMESPACE = "tfjob-system"
@@ -27,7 +28,7 @@ def _dump(obj: object) -> str:
     return yaml.dump(obj, Dumper=_Dumper, sort_keys=False, width=100)
 
 
-def rbac_manifests() -> str:
+def rbac_manifests(group: str = GROUP) -> str:
     labels = {"app.kubernetes.io/name": NAME}
     docs = [
         {
@@ -39,7 +40,7 @@ def rbac_manifests() -> str:
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRole",
             "metadata": {"name": NAME, "labels": labels},
-            "rules": rbac.RULES,
+            "rules": rbac.rules(group),
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -82,14 +83,35 @@ def rbac_manifests() -> str:
     return HEADER + "---\n".join(_dump(d) for d in docs)
 
 
+def kubeflow_operator(operator_yaml: str) -> str:
+    """manifests/operator.yaml, serving Kubeflow's group: the same Deployment with
+    `--api-group=kubeflow.org` (the file is the single source of both)."""
+    docs = [d for d in yaml.safe_load_all(operator_yaml) if d]
+    for doc in docs:
+        if doc["kind"] == "Deployment":
+            container = doc["spec"]["template"]["spec"]["containers"][0]
+            container["args"] = [*container["args"], f"--api-group={KUBEFLOW_GROUP}"]
+    return HEADER + "---\n".join(_dump(d) for d in docs)
+
+
 def outputs(root: Path) -> dict[Path, str]:
     """Every generated file under the repository root, with its content."""
     chart = root / "charts" / NAME / "files"
+    kubeflow = root / "manifests" / "kubeflow"
     return {
         root / "manifests" / "crd.yaml": crd.render(),
         root / "manifests" / "rbac.yaml": rbac_manifests(),
+        kubeflow / "crd.yaml": crd.render(KUBEFLOW_GROUP),
+        kubeflow / "rbac.yaml": rbac_manifests(KUBEFLOW_GROUP),
+        kubeflow / "operator.yaml": kubeflow_operator(
+            (root / "manifests" / "operator.yaml").read_text()
+        ),
         chart / "crd.yaml": crd.render(),
-        chart / "rules.yaml": HEADER + _dump(rbac.RULES),
+        chart / "crd-kubeflow.yaml": crd.render(KUBEFLOW_GROUP),
+        # The TFJob rules by group, the rest once: the chart puts them together.
+        chart / "job-rules.yaml": HEADER + _dump(rbac.job_rules(GROUP)),
+        chart / "job-rules-kubeflow.yaml": HEADER + _dump(rbac.job_rules(KUBEFLOW_GROUP)),
+        chart / "rules.yaml": HEADER + _dump(rbac.CHILD_RULES),
         chart / "lease-rules.yaml": HEADER + _dump(rbac.LEASE_RULES),
     }
 

@@ -15,7 +15,7 @@ from tfjob_operator.api.spec import (
     ReplicaType,
     TFJobSpec,
 )
-from tfjob_operator.rules import naming, tfconfig
+from tfjob_operator.rules import kubeflow, naming, tfconfig
 from tfjob_operator.rules.gang import Gang, join, pod_group
 
 Manifest = dict[str, Any]
@@ -39,10 +39,11 @@ class JobRef:
     name: str
     namespace: str
     uid: str
+    api_version: str = API_VERSION  # the group the operator serves, as the TFJob says
 
     def owner_reference(self) -> dict[str, Any]:
         return {
-            "apiVersion": API_VERSION,
+            "apiVersion": self.api_version,
             "kind": KIND,
             "name": self.name,
             "uid": self.uid,
@@ -52,10 +53,15 @@ class JobRef:
 
 
 def _metadata(job: JobRef, name: str, rt: ReplicaType | None) -> dict[str, Any]:
+    """A child's metadata; a replica type's Service and StatefulSet carry Kubeflow's labels
+    too (a claim does not: Kubeflow's clients read pods and Services)."""
+    labels = naming.child_labels(job.name, rt)
+    if rt is not None:
+        labels.update(kubeflow.labels(job.name, rt))
     return {
         "name": name,
         "namespace": job.namespace,
-        "labels": naming.child_labels(job.name, rt),
+        "labels": labels,
         "ownerReferences": [job.owner_reference()],
     }
 
@@ -182,7 +188,11 @@ def pod_template(
     tpl = copy.deepcopy(template)
     meta = tpl.setdefault("metadata", {})
     meta.pop("creationTimestamp", None)
-    meta["labels"] = {**(meta.get("labels") or {}), **naming.child_labels(job.name, rt)}
+    meta["labels"] = {
+        **(meta.get("labels") or {}),
+        **naming.child_labels(job.name, rt),
+        **kubeflow.template_labels(job.name, rt),
+    }
     spec = tpl["spec"]
     # StatefulSets accept only Always; the replica's restartPolicy is enforced by the operator.
     spec["restartPolicy"] = "Always"

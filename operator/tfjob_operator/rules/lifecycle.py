@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tfjob_operator.api.spec import (
+    API_VERSION,
     CleanPodPolicy,
     ReplicaType,
     RestartPolicy,
@@ -25,7 +26,7 @@ from tfjob_operator.api.spec import (
     TFJobSpec,
     parse_spec,
 )
-from tfjob_operator.rules import naming, tensorboard
+from tfjob_operator.rules import kubeflow, naming, tensorboard
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.children import JobRef, Manifest, check_additions, desired_children
 from tfjob_operator.rules.gang import Gang, ignored_fields
@@ -62,7 +63,12 @@ class JobView:
     @classmethod
     def from_body(cls, body: dict[str, Any]) -> JobView:
         meta = body.get("metadata") or {}
-        ref = JobRef(meta.get("name", ""), meta.get("namespace", ""), meta.get("uid", ""))
+        ref = JobRef(
+            meta.get("name", ""),
+            meta.get("namespace", ""),
+            meta.get("uid", ""),
+            body.get("apiVersion") or API_VERSION,
+        )
         spec, problems, warnings = read_spec(ref, body.get("spec"))
         return cls(
             ref,
@@ -130,6 +136,8 @@ class Decision:
     requeue_after: float | None = None
     # The merge patch from the stored status to `status`; empty when nothing changed.
     patch: dict[str, Any] = field(default_factory=dict)
+    # Pods that lack their own Kubeflow labels: (name, uid, labels to add).
+    label_pods: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
 
 
 @dataclass
@@ -287,6 +295,17 @@ def decide(
         status, st.Cond.CREATED, True, st.Reason.CREATED, f"TFJob {name} is created.", now
     )
     _reconcile_error(status, error, name, now)
+    if st.is_true(status, st.Cond.STARTED_ELSEWHERE):
+        # Reconciled at all: the other controller's pods and Services are gone.
+        st.set_condition(
+            status,
+            st.Cond.STARTED_ELSEWHERE,
+            False,
+            st.Reason.HANDED_OVER,
+            f"TFJob {name}: no other controller's pods or Services remain; tfjob-operator "
+            "runs it now.",
+            now,
+        )
     news = _generation_news(job, status, was_finished, name, gang)
 
     if job.spec is None:
@@ -301,7 +320,7 @@ def decide(
             )
             status.setdefault("completionTime", st.timestamp(now))
         status.pop("waiting", None)
-        decision = _finish(prior, status)
+        decision = finish(prior, status)
     else:
         decision = _decide_valid(
             job, status, observed, now, cluster_domain, statefulsets, create_failures or {}, gang
@@ -383,7 +402,7 @@ def _decide_valid(
     _waiting(status, pods, missing, finished, now, requeue)
 
     _tensorboard_status(status, job, cluster_domain)
-    decision = _finish(prior, status)
+    decision = finish(prior, status)
     decision.events += _waiting_events(prior, status)
     # The TensorBoard stays after the job ends; it goes with the TFJob, or when it leaves the spec.
     decision.children = tensorboard.children(job.ref, spec)
@@ -394,6 +413,15 @@ def _decide_valid(
         decision.children = (
             desired_children(job.ref, spec, cluster_domain, scaled_down=suspended, gang=gang)
             + decision.children
+        )
+        has_chief = any(rt.is_chief_like and rs.replicas for rt, rs in replicas.items())
+        decision.label_pods = kubeflow.pod_label_patches(
+            (
+                (p.name, p.uid, p.replica_type, p.index, dict(p.kubeflow_labels))
+                for p in pods
+                if not p.deleting
+            ),
+            has_chief,
         )
         wanted = {c["metadata"]["name"] for c in decision.children}
         decision.delete_children += [
@@ -623,7 +651,8 @@ def _waiting_events(prior: st.Status, status: st.Status) -> list[tuple[str, str,
     ]
 
 
-def _finish(prior: st.Status, status: st.Status) -> Decision:
+def finish(prior: st.Status, status: st.Status) -> Decision:
+    """The decision that writes `status` over `prior` and announces its new conditions."""
     events = [
         (
             "Warning" if c.get("reason") in st.WARNING_REASONS else "Normal",

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from tfjob_operator.api.spec import ReplicaType
-from tfjob_operator.rules import naming
+from tfjob_operator.rules import kubeflow, naming
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.children import tensorflow_container_index
 
@@ -58,6 +58,8 @@ class PodObservation:
     # yet: that scheduler's name, and when the pod was created.
     unscheduled_by: str | None = None
     created: datetime | None = None
+    # The per-pod Kubeflow labels it carries (`kubeflow.pod_labels`), as (key, value) pairs.
+    kubeflow_labels: tuple[tuple[str, str], ...] = ()
 
     def scheduler_missing(self, now: datetime, grace: float) -> Stuck | None:
         """Why the pod waits, once its scheduler has ignored it for `grace` seconds."""
@@ -147,4 +149,7 @@ def observe(pod: dict[str, Any]) -> PodObservation | None:
         stuck=_stuck(pod, state),
         unscheduled_by=_unscheduled_by(pod),
         created=st.parse_timestamp(meta.get("creationTimestamp")),
+        kubeflow_labels=tuple(
+            (k, labels[k]) for k in (kubeflow.REPLICA_INDEX, kubeflow.JOB_ROLE) if k in labels
+        ),
     )

@@ -22,6 +22,8 @@ class Cond:
     SUSPENDED = "Suspended"
     # The operator keeps failing to reconcile the job (API errors, RBAC); False once it heals.
     RECONCILE_ERROR = "ReconcileError"
+    # Another controller's pods or Services already run the job; False once they are gone.
+    STARTED_ELSEWHERE = "StartedElsewhere"
 
 
 class Reason:
@@ -40,6 +42,9 @@ class Reason:
     RECONCILED = "Reconciled"
     SPEC_ADJUSTED = "SpecAdjusted"  # an Event only: the operator replaced what the user wrote
     SPEC_IGNORED = "SpecIgnored"  # an Event only: a finished job's spec was edited
+    FOREIGN_CHILDREN = "ForeignChildren"
+    HANDED_OVER = "HandedOver"
+    MANAGED_ELSEWHERE = "ManagedElsewhere"  # an Event only: runPolicy.managedBy names another
 
 
 TERMINAL = (Cond.SUCCEEDED, Cond.FAILED)
@@ -51,9 +56,10 @@ WARNING_REASONS = {
     Reason.BACKOFF_LIMIT_EXCEEDED,
     Reason.DEADLINE_EXCEEDED,
     Reason.RECONCILE_ERROR,
+    Reason.FOREIGN_CHILDREN,
 }
 # Conditions whose turning False is news too: a resume, a reconcile that heals.
-ANNOUNCED_WHEN_FALSE = {Reason.RESUMED, Reason.RECONCILED}
+ANNOUNCED_WHEN_FALSE = {Reason.RESUMED, Reason.RECONCILED, Reason.HANDED_OVER}
 
 
 def timestamp(now: datetime) -> str:

@@ -1,0 +1,70 @@
+"""Jobs another controller runs: the operator leaves them alone, and says so.
+
+Two cases. `runPolicy.managedBy` names another controller (Kueue's MultiKueue runs the job on a
+worker cluster and copies its status back): the operator writes nothing, not even a status, and
+posts one Event. A TFJob that another controller already started (Kubeflow's training-operator
+made its pods and Services before the move to this operator): the operator makes no child of its
+own beside them, and says why in a condition, until they are gone.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from tfjob_operator.rules import status as st
+from tfjob_operator.rules.lifecycle import Decision, finish
+
+# runPolicy.managedBy values that mean this operator: unset, Kubeflow's default (we run its
+# TFJobs in its place), and our own name.
+OURS = frozenset({"kubeflow.org/training-operator", "tfjob.dev/tfjob-operator"})
+
+
+def managed_elsewhere(spec: Any) -> str | None:
+    """The other controller that `runPolicy.managedBy` names, or None when it is ours to run
+    (read leniently: an invalid spec elsewhere still names its manager)."""
+    policy = spec.get("runPolicy") if isinstance(spec, dict) else None
+    manager = policy.get("managedBy") if isinstance(policy, dict) else None
+    if not isinstance(manager, str) or not manager or manager in OURS:
+        return None
+    return manager
+
+
+def managed_elsewhere_event(name: str, manager: str) -> tuple[str, str, str]:
+    return (
+        "Normal",
+        st.Reason.MANAGED_ELSEWHERE,
+        f"TFJob {name} has runPolicy.managedBy {manager}: that controller runs it, and "
+        "tfjob-operator leaves it alone (no pods, no status).",
+    )
+
+
+def may_be_started_elsewhere(status: Any) -> bool:
+    """A status that someone else wrote: conditions, and no observedGeneration of ours. Only
+    such a job is looked at for another controller's children; a new one costs nothing."""
+    if not isinstance(status, dict) or not status.get("conditions"):
+        return False
+    return "observedGeneration" not in status or st.is_true(status, st.Cond.STARTED_ELSEWHERE)
+
+
+def started_elsewhere(
+    prior: st.Status, foreign: list[str], name: str, now: datetime
+) -> Decision | None:
+    """The decision for a job whose children another controller made (`foreign`, as
+    'Kind/name'): a condition that says so, and nothing else. None when there are none."""
+    if not foreign:
+        return None
+    status = dict(prior)
+    status["conditions"] = [dict(c) for c in prior.get("conditions") or []]
+    shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+    st.set_condition(
+        status,
+        st.Cond.STARTED_ELSEWHERE,
+        True,
+        st.Reason.FOREIGN_CHILDREN,
+        f"TFJob {name} was started by another controller (e.g. Kubeflow's training-operator): "
+        f"{shown} exist and are not tfjob-operator's. It leaves the job to them: stop that "
+        "controller and delete them (or delete and re-create the TFJob) to hand it over.",
+        now,
+    )
+    return finish(prior, status)

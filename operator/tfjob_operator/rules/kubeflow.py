@@ -1,0 +1,72 @@
+"""What Kubeflow's clients read of a TFJob's children: the `training.kubeflow.org/*` labels.
+
+Kubeflow's Training SDK finds pods by these labels (`get_job_pods`, `get_job_logs`), Katib finds
+a trial's primary pod by the job role, and Kueue and users' scripts select by them. Every pod
+and Service of ours carries them, whichever API group the operator serves.
+
+A StatefulSet's pods share one template, so what differs from pod to pod, the replica index
+(and the master role of worker 0 in a job without a Chief), is written on each pod once it
+exists: `pod_label_patches`. A replica type that has at most one pod carries both in its
+template and costs no write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from tfjob_operator.api.spec import ReplicaType
+
+PREFIX = "training.kubeflow.org"
+JOB_NAME = f"{PREFIX}/job-name"
+REPLICA_TYPE = f"{PREFIX}/replica-type"
+REPLICA_INDEX = f"{PREFIX}/replica-index"
+JOB_ROLE = f"{PREFIX}/job-role"
+OPERATOR_NAME = f"{PREFIX}/operator-name"
+MASTER_ROLE = "master"
+# The value Kubeflow's own TFJob controller writes: clients that select by it find our pods too.
+OPERATOR = "tfjob-controller"
+# Replica types that never have more than one pod: index and role fit in the template.
+SINGLE = (ReplicaType.CHIEF, ReplicaType.MASTER, ReplicaType.EVALUATOR)
+
+
+def labels(job: str, rt: ReplicaType | None) -> dict[str, str]:
+    """The labels every child of a job carries (and a replica type's pods, `rt`)."""
+    out = {JOB_NAME: job, OPERATOR_NAME: OPERATOR}
+    if rt is not None:
+        out[REPLICA_TYPE] = rt.task_type
+    return out
+
+
+def template_labels(job: str, rt: ReplicaType) -> dict[str, str]:
+    """The labels a replica type's pod template carries: per-pod ones where there is one pod."""
+    out = labels(job, rt)
+    if rt in SINGLE:
+        out[REPLICA_INDEX] = "0"
+    if rt.is_chief_like:
+        out[JOB_ROLE] = MASTER_ROLE
+    return out
+
+
+def pod_labels(rt: ReplicaType, index: int, has_chief: bool) -> dict[str, str]:
+    """What one pod carries besides its template's labels: its index, and the master role
+    for worker 0 when the job has no Chief (or Master), as Kubeflow does."""
+    if rt in SINGLE:
+        return {}
+    out = {REPLICA_INDEX: str(index)}
+    if rt is ReplicaType.WORKER and index == 0 and not has_chief:
+        out[JOB_ROLE] = MASTER_ROLE
+    return out
+
+
+def pod_label_patches(
+    pods: Iterable[tuple[str, str, ReplicaType, int, Mapping[str, str]]], has_chief: bool
+) -> list[tuple[str, str, dict[str, str]]]:
+    """(pod name, uid, labels to add) for each pod that lacks its own labels; pods are
+    (name, uid, replica type, index, the Kubeflow labels the pod has)."""
+    patches = []
+    for name, uid, rt, index, have in pods:
+        want = pod_labels(rt, index, has_chief)
+        missing = {k: v for k, v in want.items() if have.get(k) != v}
+        if missing:
+            patches.append((name, uid, missing))
+    return patches

@@ -1,0 +1,243 @@
+"""Kubeflow's labels on what the operator makes, and the jobs another controller runs: pure
+rules in tables, and the reconciler's calls for them on its fake client."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from tests.unit.test_reconciler import Cluster, cluster  # noqa: F401 (the fixture)
+from tfjob_operator.api.spec import API_VERSION, ReplicaType
+from tfjob_operator.rules import handover, kubeflow
+from tfjob_operator.rules import status as st
+from tfjob_operator.rules.lifecycle import JobView, decide
+from tfjob_operator.rules.pods import observe
+from tfjob_testbed.jobs import pod, tfjob
+
+NOW = datetime(2026, 11, 25, tzinfo=UTC)
+CHIEF, PS, WORKER, EVAL = (
+    ReplicaType.CHIEF,
+    ReplicaType.PS,
+    ReplicaType.WORKER,
+    ReplicaType.EVALUATOR,
+)
+INDEX, ROLE = kubeflow.REPLICA_INDEX, kubeflow.JOB_ROLE
+
+
+@pytest.mark.parametrize(
+    ("rt", "index", "has_chief", "want"),
+    [
+        (WORKER, 0, False, {INDEX: "0", ROLE: "master"}),  # worker 0 leads a job without Chief
+        (WORKER, 0, True, {INDEX: "0"}),
+        (WORKER, 3, False, {INDEX: "3"}),
+        (PS, 0, False, {INDEX: "0"}),  # a parameter server is never the master
+        (CHIEF, 0, True, {}),  # one pod: its template says it all
+        (ReplicaType.MASTER, 0, True, {}),
+        (EVAL, 0, True, {}),
+    ],
+)
+def test_per_pod_labels(rt, index, has_chief, want):
+    assert kubeflow.pod_labels(rt, index, has_chief) == want
+
+
+@pytest.mark.parametrize(
+    ("rt", "want"),
+    [
+        (CHIEF, {INDEX: "0", ROLE: "master"}),
+        (ReplicaType.MASTER, {INDEX: "0", ROLE: "master"}),
+        (EVAL, {INDEX: "0"}),
+        (WORKER, {}),
+        (PS, {}),
+    ],
+)
+def test_template_labels(rt, want):
+    labels = kubeflow.template_labels("mnist", rt)
+    common = {
+        kubeflow.JOB_NAME: "mnist",
+        kubeflow.REPLICA_TYPE: rt.value.lower(),
+        kubeflow.OPERATOR_NAME: "tfjob-controller",
+    }
+    assert labels == {**common, **want}
+
+
+def test_only_missing_or_wrong_labels_are_patched():
+    pods = [
+        ("j-worker-0", "u0", WORKER, 0, {}),
+        ("j-worker-1", "u1", WORKER, 1, {INDEX: "1"}),  # done
+        ("j-worker-2", "u2", WORKER, 2, {INDEX: "7"}),  # wrong: a user's edit
+        ("j-ps-0", "u3", PS, 0, {INDEX: "0"}),
+    ]
+    assert kubeflow.pod_label_patches(pods, has_chief=False) == [
+        ("j-worker-0", "u0", {INDEX: "0", ROLE: "master"}),
+        ("j-worker-2", "u2", {INDEX: "2"}),
+    ]
+
+
+def children_of(replicas: dict[str, int], api_version: str = API_VERSION) -> list[dict]:
+    body = tfjob("mnist", replicas=replicas)
+    body["apiVersion"] = api_version
+    return decide(JobView.from_body(body), [], NOW, "cluster.local").children
+
+
+def test_services_and_pod_templates_carry_kubeflows_labels_and_the_claim_does_not():
+    for child in children_of({"Chief": 1, "PS": 2, "Worker": 2}):
+        labels = child["metadata"]["labels"]
+        if child["kind"] == "StatefulSet":
+            rt = labels["tfjob.dev/replica-type"]
+            tpl = child["spec"]["template"]["metadata"]["labels"]
+            assert tpl[kubeflow.JOB_NAME] == "mnist" and tpl[kubeflow.REPLICA_TYPE] == rt
+            assert (tpl.get(ROLE) == "master") == (rt == "chief")
+            # The selector stays ours: immutable, and unchanged for jobs made before.
+            assert set(child["spec"]["selector"]["matchLabels"]) == {
+                "tfjob.dev/job-name",
+                "tfjob.dev/replica-type",
+            }
+        if child["kind"] == "Service":
+            assert labels[kubeflow.JOB_NAME] == "mnist"
+
+
+@pytest.mark.parametrize("api_version", ["tfjob.dev/v1", "kubeflow.org/v1"])
+def test_children_are_owned_by_the_tfjob_of_its_own_group(api_version):
+    for child in children_of({"Worker": 1}, api_version):
+        (owner,) = child["metadata"]["ownerReferences"]
+        assert owner["apiVersion"] == api_version and owner["kind"] == "TFJob"
+
+
+def test_tensorboard_pods_are_not_job_pods_for_kubeflow_clients():
+    body = tfjob(
+        "mnist", replicas={"Worker": 1}, checkpoint={"storage": {"size": "1Gi"}}, tensorboard={}
+    )
+    for child in decide(JobView.from_body(body), [], NOW, "cluster.local").children:
+        if child["kind"] == "Deployment":
+            tpl = child["spec"]["template"]["metadata"]["labels"]
+            assert (
+                kubeflow.JOB_NAME not in tpl
+                and kubeflow.JOB_NAME not in child["metadata"]["labels"]
+            )
+
+
+def test_a_decision_labels_the_pods_that_lack_it():
+    body = tfjob("mnist", replicas={"PS": 1, "Worker": 2})
+    labelled = pod("mnist", "worker", 1)
+    labelled["metadata"]["labels"][INDEX] = "1"
+    pods = [observe(pod("mnist", "ps", 0)), observe(pod("mnist", "worker", 0)), observe(labelled)]
+    decision = decide(JobView.from_body(body), pods, NOW, "cluster.local")
+    assert decision.label_pods == [
+        ("mnist-ps-0", "uid-mnist-ps-0", {INDEX: "0"}),
+        ("mnist-worker-0", "uid-mnist-worker-0", {INDEX: "0", ROLE: "master"}),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("spec", "want"),
+    [
+        ({}, None),
+        ({"runPolicy": {}}, None),
+        ({"runPolicy": {"managedBy": "kubeflow.org/training-operator"}}, None),
+        ({"runPolicy": {"managedBy": "tfjob.dev/tfjob-operator"}}, None),
+        ({"runPolicy": {"managedBy": ""}}, None),
+        ({"runPolicy": {"managedBy": "kueue.x-k8s.io/multikueue"}}, "kueue.x-k8s.io/multikueue"),
+        # An invalid spec elsewhere still names its manager.
+        ({"tfReplicaSpecs": 3, "runPolicy": {"managedBy": "x.io/y"}}, "x.io/y"),
+        ({"runPolicy": "odd"}, None),
+        (None, None),
+    ],
+)
+def test_managed_elsewhere(spec, want):
+    assert handover.managed_elsewhere(spec) == want
+
+
+CREATED = {"type": "Created", "status": "True", "reason": "TFJobCreated"}
+
+
+@pytest.mark.parametrize(
+    ("status", "want"),
+    [
+        (None, False),  # a new job: nothing to look at, no request
+        ({}, False),
+        ({"conditions": [CREATED], "observedGeneration": 1}, False),  # ours
+        ({"conditions": [CREATED]}, True),  # training-operator's
+        (
+            {
+                "conditions": [{"type": "StartedElsewhere", "status": "True"}],
+                "observedGeneration": 1,
+            },
+            True,
+        ),
+    ],
+)
+def test_only_a_status_someone_else_wrote_is_looked_into(status, want):
+    assert handover.may_be_started_elsewhere(status) == want
+
+
+def test_started_elsewhere_says_which_children_and_keeps_the_other_conditions():
+    prior = {"conditions": [CREATED], "startTime": "2026-01-01T00:00:00Z"}
+    assert handover.started_elsewhere(prior, [], "ns/j", NOW) is None
+    decision = handover.started_elsewhere(
+        prior, ["Pod/j-worker-0", "Service/j-worker-0"], "ns/j", NOW
+    )
+    assert decision is not None
+    cond = st.find(decision.status, st.Cond.STARTED_ELSEWHERE)
+    assert cond["status"] == "True" and "Pod/j-worker-0, Service/j-worker-0" in cond["message"]
+    assert st.find(decision.status, "Created") == CREATED
+    assert decision.patch["conditions"][0] == CREATED, "a merge patch keeps the list whole"
+    assert [e[:2] for e in decision.events] == [("Warning", st.Reason.FOREIGN_CHILDREN)]
+    assert decision.children == []
+
+
+def test_a_job_managed_elsewhere_gets_one_event_and_no_call(cluster: Cluster):  # noqa: F811
+    key = cluster.create(
+        "multi", replicas={"Worker": 2}, run_policy={"managedBy": "kueue.x-k8s.io/multikueue"}
+    )
+    cluster.running(key, 0, 1)
+    for _ in range(3):
+        assert cluster.reconcile(key) is None
+    assert cluster.kube.calls == [], "no status, no children, no labels"
+    assert cluster.reasons() == [st.Reason.MANAGED_ELSEWHERE]
+
+
+def test_a_job_started_elsewhere_is_left_alone_until_its_children_are_gone(
+    cluster: Cluster,  # noqa: F811
+):
+    key = cluster.create("moved", replicas={"Worker": 2})
+    cluster.kube.stored[key]["status"] = {"conditions": [CREATED]}  # training-operator's
+    cluster.deliver(key)
+    cluster.kube.foreign[key] = ["Pod/moved-worker-0"]
+    cluster.reconcile(key)
+    assert [c[0] for c in cluster.kube.calls] == ["foreign_children", "patch_status"]
+    assert st.is_true(cluster.status(key), st.Cond.STARTED_ELSEWHERE)
+    cluster.reconcile(key)
+    assert [c[0] for c in cluster.kube.calls][2:] == ["foreign_children"], "said once"
+
+    del cluster.kube.foreign[key]  # training-operator's pods were deleted
+    cluster.reconcile(key)
+    assert "apply" in [c[0] for c in cluster.kube.calls]
+    cond = st.find(cluster.status(key), st.Cond.STARTED_ELSEWHERE)
+    assert cond["status"] == "False" and cond["reason"] == st.Reason.HANDED_OVER
+    calls = len(cluster.kube.calls)
+    cluster.reconcile(key)
+    assert "foreign_children" not in [c[0] for c in cluster.kube.calls[calls:]], "ours now"
+    assert cluster.reasons().count(st.Reason.FOREIGN_CHILDREN) == 1
+
+
+def test_each_pod_is_labelled_once(cluster: Cluster):  # noqa: F811
+    key = cluster.create("mnist", replicas={"Worker": 2})
+    cluster.running(key, 0, 1)
+    cluster.reconcile(key)
+    cluster.reconcile(key)  # the watch has not brought the labels yet
+    assert [c[1:] for c in cluster.calls("label_pod")] == [
+        ("default", "mnist-worker-0", {INDEX: "0", ROLE: "master"}),
+        ("default", "mnist-worker-1", {INDEX: "1"}),
+    ]
+    assert cluster.reconciler.state[key].labelled == {"uid-mnist-worker-0", "uid-mnist-worker-1"}
+    # The labels arrive: nothing more to remember.
+    labelled = []
+    for i in (0, 1):
+        body = pod("mnist", "worker", i)
+        body["metadata"]["labels"].update(kubeflow.pod_labels(WORKER, i, has_chief=False))
+        labelled.append(observe(body))
+    cluster.pods[key] = labelled
+    cluster.reconcile(key)
+    assert len(cluster.calls("label_pod")) == 2
+    assert cluster.reconciler.state[key].labelled == set()
