@@ -72,6 +72,24 @@ def operator(control_plane, crd, tmp_path_factory) -> Iterator[OperatorProcess]:
         print(f"operator log: {proc.log}")
 
 
+@pytest.fixture(scope="session")
+def kubeflow_operator(control_plane, kubectl, tmp_path_factory) -> Iterator[OperatorProcess]:
+    """A second operator, serving Kubeflow's group (`--api-group kubeflow.org`) with its CRD
+    from manifests/kubeflow/, beside the first: each reconciles only its own group's jobs."""
+    install_crd(kubectl, "kubeflow.org")
+    proc = OperatorProcess(
+        control_plane.kubeconfig,
+        tmp_path_factory.mktemp("kubeflow-operator") / "operator.log",
+        ["--api-group", "kubeflow.org"],
+    )
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+        print(f"kubeflow operator log: {proc.log}")
+
+
 @pytest.fixture
 def ns(kubectl, core, request) -> Iterator[str]:
     """A namespace of the test's own, deleted afterwards (without waiting)."""

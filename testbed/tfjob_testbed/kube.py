@@ -62,6 +62,23 @@ class Kubectl:
     def get_json(self, *args: str) -> Any:
         return json.loads(self("get", *args, "-o", "json"))
 
+    def wait_established(self, *crds: str, timeout: float = 60) -> None:
+        """Until the CRDs (names, or every one when none is named) are Established. Not
+        `kubectl wait`: it fails outright on a CRD whose status has no conditions yet."""
+
+        def established() -> bool:
+            found = self.get_json("crd", *crds)
+            items = found.get("items", [found])
+            return bool(items) and all(
+                any(
+                    c.get("type") == "Established" and c.get("status") == "True"
+                    for c in (item.get("status") or {}).get("conditions") or []
+                )
+                for item in items
+            )
+
+        wait_for(established, timeout, f"CRDs {' '.join(crds) or '(all)'} established")
+
 
 class Kubelet:
     """Writes container statuses the way a kubelet would, for pods that never really run."""

@@ -31,10 +31,12 @@ class Stack:
     operator: OperatorProcess
 
 
-def install_crd(kubectl: Kubectl) -> None:
-    """The CRD as users install it, established before anything uses it."""
-    kubectl("apply", "-f", str(ROOT / "manifests" / "crd.yaml"))
-    kubectl("wait", "--for=condition=established", "--timeout=60s", "crd/tfjobs.tfjob.dev")
+def install_crd(kubectl: Kubectl, group: str = "tfjob.dev") -> None:
+    """The CRD as users install it (Kubeflow's group from manifests/kubeflow/), established
+    before anything uses it."""
+    folder = ROOT / "manifests" / ("kubeflow" if group == "kubeflow.org" else "")
+    kubectl("apply", "-f", str(folder / "crd.yaml"))
+    kubectl.wait_established(f"tfjobs.{group}")
 
 
 @contextlib.contextmanager

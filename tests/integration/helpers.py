@@ -18,8 +18,10 @@ GC_WAIT = 120  # the garbage collector rescans new kinds every 30 s on 1.20
 class Job:
     """Read-side helpers for one namespace."""
 
-    def __init__(self, custom, core, apps, kubectl, ns):
+    def __init__(self, custom, core, apps, kubectl, ns, group=GROUP):
         self.custom, self.core, self.apps, self.kubectl, self.ns = custom, core, apps, kubectl, ns
+        self.group = group  # the TFJobs' API group: tfjob.dev, or Kubeflow's kubeflow.org
+        self.resource = f"{PLURAL}.{group}"  # for kubectl, unambiguous with both installed
 
     def create(self, body):
         body["metadata"]["namespace"] = self.ns
@@ -28,7 +30,9 @@ class Job:
         return body["metadata"]["name"]
 
     def get(self, name):
-        return self.custom.get_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, name)
+        return self.custom.get_namespaced_custom_object(
+            self.group, VERSION, self.ns, PLURAL, name
+        )
 
     def status(self, name):
         return self.get(name).get("status") or {}
@@ -82,7 +86,7 @@ class Job:
 
     def suspend(self, name, value):
         patch = json.dumps({"spec": {"runPolicy": {"suspend": value}}})
-        self.kubectl("patch", "tfj", name, "-n", self.ns, "--type=merge", "-p", patch)
+        self.kubectl("patch", self.resource, name, "-n", self.ns, "--type=merge", "-p", patch)
 
     def gone(self, read):
         """True once `read()` answers 404."""

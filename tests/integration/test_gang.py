@@ -71,7 +71,7 @@ def test_missing_crd_is_said_at_once_and_heals_when_installed(
         assert job.statefulsets(name) == {}, "no pod is made outside its gang"
 
         kubectl("apply", "-f", str(CRDS))
-        kubectl("wait", "--for=condition=established", "--timeout=60s", "crd", "--all")
+        kubectl.wait_established()
         wait_for(lambda: pod_group(custom, Scheduler.VOLCANO, ns, name), 90, "the PodGroup, healed")
         wait_for(
             lambda: job.condition(name, st.Cond.RECONCILE_ERROR)["status"] == "False",
@@ -84,7 +84,7 @@ def test_missing_crd_is_said_at_once_and_heals_when_installed(
 @pytest.fixture(scope="module")
 def podgroup_crds(kubectl):
     kubectl("apply", "-f", str(CRDS))
-    kubectl("wait", "--for=condition=established", "--timeout=60s", "crd", "--all")
+    kubectl.wait_established()
 
 
 @pytest.mark.parametrize(

@@ -111,7 +111,7 @@ def test_install_upgrade_uninstall(helm, kube, plane):
 
     notes = helm("install", RELEASE, str(CHART), "-n", NAMESPACE, "--create-namespace")
     assert "kubectl get tfj -w" in notes
-    kube("wait", "--for=condition=established", "--timeout=60s", CRD)
+    kube.wait_established(CRD.removeprefix("crd/"))
 
     # The CRD is the generated one, kept on uninstall, owned by the release.
     served = kube.get_json(CRD)

@@ -1,5 +1,7 @@
-"""Kubeflow users' TFJobs, with only the apiVersion changed, on the real operator: each one runs
-(its StatefulSets and condition Created) or fails with InvalidSpec naming the field to change.
+"""Kubeflow users' TFJobs on the real operator: as written, `kubeflow.org/v1`, where the operator
+serves Kubeflow's group, and with only the apiVersion changed where it serves its own. Each one
+runs (its StatefulSets and condition Created) or fails with InvalidSpec naming the field to
+change, the same way in both groups.
 
 The corpus is `tests/data/kubeflow/`. Some files name Kubeflow's namespace, as published
 examples do; the test puts each job in its own namespace instead.
@@ -13,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tfjob_operator.api.spec import GROUP, PLURAL, VERSION
+from tfjob_operator.api.spec import GROUP, KUBEFLOW_GROUP, PLURAL, VERSION
 from tfjob_testbed.kube import wait_for
 from tfjob_testbed.paths import ROOT
 
@@ -36,17 +38,27 @@ def test_corpus_is_there():
     assert len(CORPUS) >= 10, CORPUS
 
 
+@pytest.fixture(params=[KUBEFLOW_GROUP, GROUP])
+def served(request) -> tuple[str, Any]:
+    """(the group served, the operator that serves it)."""
+    fixture = "kubeflow_operator" if request.param == KUBEFLOW_GROUP else "operator"
+    return request.param, request.getfixturevalue(fixture)
+
+
 @pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.stem)
-def test_kubeflow_manifest_runs_or_says_why(path, kubectl, custom, apps, ns, operator):
+def test_kubeflow_manifest_runs_or_says_why(path, served, kubectl, custom, apps, ns):
+    group, operator = served
     body: dict[str, Any] = yaml.safe_load(path.read_text())
+    assert body["apiVersion"] == f"{KUBEFLOW_GROUP}/{VERSION}", "the corpus is as written"
     assert not body.get("spec", {}).get("checkpoint"), "Kubeflow has no checkpoint section"
+    body["apiVersion"] = f"{group}/{VERSION}"
     body["metadata"]["namespace"] = ns
     name = body["metadata"]["name"]
     offset = operator.log.stat().st_size
     kubectl.apply(body)
 
     def conditions() -> list[dict[str, Any]]:
-        job = custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name)
+        job = custom.get_namespaced_custom_object(group, VERSION, ns, PLURAL, name)
         return (job.get("status") or {}).get("conditions") or []
 
     try:

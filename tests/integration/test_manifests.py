@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 def installed(kubectl):
     """The whole folder in one go: CRD, operator Deployment, RBAC (examples live below it)."""
     out = kubectl("apply", "-f", str(ROOT / "manifests"))
-    kubectl("wait", "--for=condition=established", "--timeout=60s", "crd/tfjobs.tfjob.dev")
+    kubectl.wait_established("tfjobs.tfjob.dev")
     return out
 
 

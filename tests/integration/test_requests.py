@@ -29,7 +29,13 @@ EVENTS = {"TFJobCreated", "TFJobRunning", "TFJobSucceeded"}
 # Succeeded, then the pod counts once the pods are gone (twice if the two StatefulSets' pods go
 # more than a moment apart). Before the counting, a job took 9 status patches, 4 Events (its
 # TFJobCreated twice) and a list of Events every 10 s while its pods were being made.
-CHILD_WRITES = {("patch", "services"): 2, ("patch", "statefulsets"): 4, ("create", "events"): 3}
+# And one patch per PS or Worker pod: its own Kubeflow labels (replica index, master role).
+CHILD_WRITES = {
+    ("patch", "services"): 2,
+    ("patch", "statefulsets"): 4,
+    ("patch", "pods"): 3,
+    ("create", "events"): 3,
+}
 STATUS_PATCHES = range(4, 6)
 
 

@@ -130,7 +130,8 @@ def crd(group: str = GROUP) -> dict[str, Any]:
                 "listKind": f"{KIND}List",
                 "plural": PLURAL,
                 "singular": SINGULAR,
-                "shortNames": SHORT_NAMES,
+                # Kubeflow's CRD has none: `tfj` stays ours where both groups are installed.
+                **({"shortNames": SHORT_NAMES} if group == GROUP else {}),
             },
             "scope": "Namespaced",
             "versions": [

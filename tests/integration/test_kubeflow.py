@@ -1,0 +1,307 @@
+"""Kubeflow's TFJobs (`kubeflow.org/v1`) on the operator that serves Kubeflow's group, as the
+clients around them use them: Kubeflow's labels on pods and Services, Kueue's built-in TFJob
+integration (played here as Kueue plays it: suspend, admit with node selectors, preempt,
+re-admit), Katib's reading of a trial, a `runPolicy.managedBy` of another controller, and a job
+that Kubeflow's training-operator had already started.
+
+The Kubeflow Training SDK itself drives jobs on the real node (tests/node/test_kubeflow.py).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.integration.helpers import CHILD_WAIT, Job
+from tfjob_operator.rules import kubeflow
+from tfjob_operator.rules import status as st
+from tfjob_testbed.jobs import tfjob
+from tfjob_testbed.kube import wait_for
+
+pytestmark = pytest.mark.integration
+
+KF = "kubeflow.org/v1"
+QUEUE = {"kueue.x-k8s.io/queue-name": "team-a"}
+# Kueue waits for every replicaStatuses[*].active to be 0 before it releases a preempted job's
+# quota; a few seconds is what Kubeflow's controller takes.
+RELEASE_WAIT = 15
+
+
+def kf_tfjob(name: str, replicas: dict[str, int], **kwargs: Any) -> dict[str, Any]:
+    body = tfjob(name=name, replicas=replicas, **kwargs)
+    body["apiVersion"] = KF
+    return body
+
+
+def pods(job: Job, name: str) -> dict[str, Any]:
+    sel = f"{kubeflow.JOB_NAME}={name}"
+    return {
+        p.metadata.name: p for p in job.core.list_namespaced_pod(job.ns, label_selector=sel).items
+    }
+
+
+def kf_labels_done(job: Job, name: str, count: int) -> dict[str, dict[str, str]]:
+    """The job's pods' labels, once all `count` carry their replica index."""
+
+    def check() -> dict[str, dict[str, str]] | None:
+        got = {n: p.metadata.labels for n, p in pods(job, name).items()}
+        done = len(got) == count and all(kubeflow.REPLICA_INDEX in v for v in got.values())
+        return got if done else None
+
+    return wait_for(check, CHILD_WAIT, f"{count} pods of {name} with their replica index")
+
+
+def test_pods_and_services_carry_kubeflows_labels(kf_job):
+    name = kf_job.create(kf_tfjob("labels", {"PS": 1, "Worker": 2}))
+    labels = kf_labels_done(kf_job, name, 3)
+    assert labels["labels-worker-0"][kubeflow.JOB_ROLE] == "master", "no Chief: worker 0 leads"
+    for pod, got in labels.items():
+        rt, index = pod.split("-")[1], pod.split("-")[2]
+        assert got[kubeflow.REPLICA_TYPE] == rt and got[kubeflow.REPLICA_INDEX] == index
+        assert got[kubeflow.OPERATOR_NAME] == "tfjob-controller"
+        assert (kubeflow.JOB_ROLE in got) == (pod == "labels-worker-0"), pod
+    services = kf_job.core.list_namespaced_service(
+        kf_job.ns, label_selector=f"{kubeflow.JOB_NAME}={name}"
+    ).items
+    assert {s.metadata.name for s in services} == {"labels-ps", "labels-worker"}
+    # The children are owned by the Kubeflow TFJob, so they go with it.
+    (sts,) = [s for n, s in kf_job.statefulsets(name).items() if n == "labels-worker"]
+    (owner,) = sts.metadata.owner_references
+    assert (owner.api_version, owner.kind, owner.uid) == (
+        KF,
+        "TFJob",
+        kf_job.get(name)["metadata"]["uid"],
+    )
+
+
+def test_a_pod_made_again_gets_its_labels_again(kf_job):
+    name = kf_job.create(kf_tfjob("again", {"Chief": 1, "Worker": 1}))
+    labels = kf_labels_done(kf_job, name, 2)
+    assert labels["again-chief-0"][kubeflow.JOB_ROLE] == "master"
+    assert kubeflow.JOB_ROLE not in labels["again-worker-0"], "a Chief leads"
+    old = pods(kf_job, name)["again-worker-0"].metadata.uid
+    kf_job.core.delete_namespaced_pod("again-worker-0", kf_job.ns)
+
+    def relabelled() -> bool:
+        pod = pods(kf_job, name).get("again-worker-0")
+        labels = pod.metadata.labels if pod is not None else {}
+        return pod is not None and pod.metadata.uid != old and kubeflow.REPLICA_INDEX in labels
+
+    wait_for(relabelled, CHILD_WAIT, "the new worker-0 pod with its replica index")
+
+
+def admit(job: Job, name: str, selector: dict[str, str], replica_types: list[str]) -> None:
+    """What Kueue does on admission: the flavor's node selector, a toleration, its labels and
+    annotations into every replica template, and the job unsuspended, in one update."""
+    spec = {
+        rt: {
+            "template": {
+                "metadata": {
+                    "labels": {"kueue.x-k8s.io/podset": rt.lower()},
+                    "annotations": {"kueue.x-k8s.io/workload": f"tfjob-{name}"},
+                },
+                "spec": {
+                    "nodeSelector": selector,
+                    "tolerations": [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}],
+                },
+            }
+        }
+        for rt in replica_types
+    }
+    patch = {"spec": {"runPolicy": {"suspend": False}, "tfReplicaSpecs": spec}}
+    job.kubectl("patch", job.resource, name, "-n", job.ns, "--type=merge", "-p", json.dumps(patch))
+
+
+def preempt(job: Job, name: str, replica_types: list[str]) -> None:
+    """What Kueue does on preemption: suspend, and put the templates back as they were."""
+    back = {
+        rt: {
+            "template": {
+                "metadata": {"labels": None, "annotations": None},
+                "spec": {"nodeSelector": None, "tolerations": None},
+            }
+        }
+        for rt in replica_types
+    }
+    patch = {"spec": {"runPolicy": {"suspend": True}, "tfReplicaSpecs": back}}
+    job.kubectl("patch", job.resource, name, "-n", job.ns, "--type=merge", "-p", json.dumps(patch))
+
+
+def active(job: Job, name: str) -> int:
+    return sum(r.get("active", 0) for r in (job.status(name).get("replicaStatuses") or {}).values())
+
+
+def placed(job: Job, name: str, selector: dict[str, str], count: int) -> dict[str, Any]:
+    """The job's pods, once all `count` exist with the admitted node selector."""
+
+    def check() -> dict[str, Any] | None:
+        got = pods(job, name)
+        ok = len(got) == count and all(p.spec.node_selector == selector for p in got.values())
+        return got if ok else None
+
+    return wait_for(check, CHILD_WAIT, f"{count} pods of {name} placed on {selector}")
+
+
+def test_kueue_admits_preempts_and_admits_again(kf_job, kubelet):
+    types = ["PS", "Worker"]
+    body = kf_tfjob("queued", {"PS": 1, "Worker": 2}, run_policy={"suspend": True})
+    body["metadata"]["labels"] = dict(QUEUE)
+    name = kf_job.create(body)
+
+    # Created suspended, as Kueue's webhook makes it: no pod while it waits for quota.
+    kf_job.wait_condition(name, st.Cond.SUSPENDED)
+    kf_job.wait_replicas(name, {"queued-ps": 0, "queued-worker": 0})
+    assert pods(kf_job, name) == {}
+    assert not st.is_true(kf_job.status(name), st.Cond.RUNNING)
+
+    # Admitted on a flavor: pods made from the templates as Kueue left them.
+    flavor_a = {"cloud.example/gpu": "a100"}
+    admit(kf_job, name, flavor_a, types)
+    got = placed(kf_job, name, flavor_a, 3)
+    for pod in got.values():
+        assert [t.key for t in pod.spec.tolerations or [] if t.key == "spot"] == ["spot"]
+        assert pod.metadata.labels["kueue.x-k8s.io/podset"] in ("ps", "worker")
+        assert pod.metadata.annotations["kueue.x-k8s.io/workload"] == f"tfjob-{name}"
+    kubelet.run_all(sorted(got))
+    kf_job.wait_state(name, "Running")
+    wait_for(lambda: active(kf_job, name) == 3, CHILD_WAIT, "3 active replicas")
+
+    # Preempted: the pods go, and the status says so within seconds, for Kueue to release.
+    preempt(kf_job, name, types)
+    wait_for(lambda: active(kf_job, name) == 0, RELEASE_WAIT, "replicaStatuses active 0")
+    status = kf_job.status(name)
+    assert st.is_true(status, st.Cond.SUSPENDED)
+    assert st.find(status, st.Cond.RUNNING)["status"] == "False", "Running means running"
+    wait_for(lambda: pods(kf_job, name) == {}, CHILD_WAIT, "no pod while preempted")
+
+    # Admitted again, on another flavor: the new node selector, not the old one.
+    flavor_b = {"cloud.example/gpu": "spot-t4"}
+    admit(kf_job, name, flavor_b, types)
+    got = placed(kf_job, name, flavor_b, 3)
+    kubelet.run_all(sorted(got))
+    kf_job.wait_state(name, "Running")
+    assert kf_job.status(name).get("restarts", 0) == 0, "a preemption is not a failure"
+    kubelet.set(f"{name}-worker-0", state="terminated", exit_code=0)
+    kf_job.wait_state(name, "Succeeded")
+
+
+def test_a_job_another_controller_runs_is_left_alone_visibly(kf_job):
+    body = kf_tfjob("multi", {"Worker": 2}, run_policy={"managedBy": "kueue.x-k8s.io/multikueue"})
+    name = kf_job.create(body)
+    (event,) = kf_job.wait_event(name, st.Reason.MANAGED_ELSEWHERE)
+    assert event[0] == "Normal" and "kueue.x-k8s.io/multikueue" in event[2]
+    # Another job made after it is handled: the operator has looked at "multi" by now.
+    other = kf_job.create(kf_tfjob("local", {"Worker": 1}))
+    kf_job.wait_condition(other, st.Cond.CREATED)
+    assert kf_job.statefulsets(name) == {} and kf_job.services(name) == {}
+    assert kf_job.status(name) == {}, "MultiKueue writes this job's status, not us"
+
+
+def test_a_job_started_by_another_controller_is_not_touched(
+    kf_job, kubeflow_operator, custom, core
+):
+    """A TFJob training-operator had started: its pods and Services exist, owned by the job.
+    The operator makes nothing beside them and says why; once they are gone, it takes over."""
+    kubeflow_operator.stop()  # the TFJob and its pods exist before this operator does
+    try:
+        name = kf_job.create(kf_tfjob("moved", {"Worker": 1}))
+        job = kf_job.get(name)
+        owner = {
+            "apiVersion": KF,
+            "kind": "TFJob",
+            "name": name,
+            "uid": job["metadata"]["uid"],
+            "controller": True,
+        }
+        meta = {
+            "name": f"{name}-worker-0",
+            "labels": {
+                kubeflow.JOB_NAME: name,
+                kubeflow.REPLICA_TYPE: "worker",
+                kubeflow.REPLICA_INDEX: "0",
+                kubeflow.OPERATOR_NAME: "tfjob-controller",
+            },
+            "ownerReferences": [owner],
+        }
+        container = {"name": "tensorflow", "image": "kubeflow/tf-dist-mnist-test:1.0"}
+        core.create_namespaced_pod(
+            kf_job.ns, {"metadata": meta, "spec": {"containers": [container]}}
+        )
+        service = {"clusterIP": "None", "ports": [{"port": 2222}], "selector": meta["labels"]}
+        core.create_namespaced_service(kf_job.ns, {"metadata": meta, "spec": service})
+        status = {
+            "conditions": [
+                {"type": "Created", "status": "True", "reason": "TFJobCreated", "message": "x"},
+                {"type": "Running", "status": "True", "reason": "TFJobRunning", "message": "x"},
+            ],
+            "replicaStatuses": {"Worker": {"active": 1, "selector": f"{kubeflow.JOB_NAME}={name}"}},
+            "lastReconcileTime": "2026-11-25T00:00:00Z",
+        }
+        custom.patch_namespaced_custom_object_status(
+            "kubeflow.org", "v1", kf_job.ns, "tfjobs", name, {"status": status}
+        )
+    finally:
+        kubeflow_operator.start()
+
+    cond = kf_job.wait_condition(name, st.Cond.STARTED_ELSEWHERE)
+    assert cond["status"] == "True" and f"Pod/{name}-worker-0" in cond["message"], cond
+    assert f"Service/{name}-worker-0" in cond["message"]
+    (event,) = kf_job.wait_event(name, st.Reason.FOREIGN_CHILDREN)
+    assert event[0] == "Warning"
+    assert kf_job.statefulsets(name) == {}, "nothing of ours beside another controller's pods"
+    stored = kf_job.status(name)
+    assert stored["replicaStatuses"]["Worker"]["selector"], "Kubeflow's status fields are kept"
+    assert stored["lastReconcileTime"] == "2026-11-25T00:00:00Z"
+
+    # Handed over: the other controller's pods and Services are deleted; the next event of the
+    # job (here a label a user adds) finds none, and the operator runs the job.
+    core.delete_namespaced_pod(f"{name}-worker-0", kf_job.ns, grace_period_seconds=0)
+    core.delete_namespaced_service(f"{name}-worker-0", kf_job.ns, _preload_content=False)
+    wait_for(lambda: not pods(kf_job, name), CHILD_WAIT, "the foreign pod gone")
+    kf_job.kubectl("label", kf_job.resource, name, "-n", kf_job.ns, "handover=now")
+    kf_job.wait_replicas(name, {"moved-worker": 1})
+    cond = kf_job.condition(name, st.Cond.STARTED_ELSEWHERE)
+    assert (cond["status"], cond["reason"]) == ("False", st.Reason.HANDED_OVER)
+
+
+# Katib's defaults for a TFJob trial (GJSON over the job): success is a Succeeded condition
+# with status "True", failure a Failed one; the primary pod is the master's.
+KATIB_PRIMARY = {kubeflow.JOB_ROLE: "master"}
+
+
+def katib_reads(status: dict[str, Any], cond_type: str) -> bool:
+    """`status.conditions.#(type=="<cond_type>")#|#(status=="True")#` is non-empty."""
+    matching = [c for c in status.get("conditions") or [] if c.get("type") == cond_type]
+    return any(c.get("status") == "True" for c in matching)
+
+
+def test_a_katib_trial_with_a_metrics_sidecar_in_the_chief(kf_job, kubelet):
+    """Katib injects a metrics collector into the primary pod; the job's success is still read
+    from the tensorflow container, and Katib finds that pod by its labels."""
+    body = kf_tfjob("trial", {"Chief": 1, "Worker": 1})
+    chief = body["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]
+    chief["containers"][0]["name"] = "tensorflow"
+    chief["containers"].append(
+        {"name": "metrics-logger-and-collector", "image": "katib/file-metrics-collector"}
+    )
+    name = kf_job.create(body)
+    labels = kf_labels_done(kf_job, name, 2)
+    primary = [p for p, got in labels.items() if KATIB_PRIMARY.items() <= got.items()]
+    assert primary == [f"{name}-chief-0"]
+    kubelet.run_all(sorted(labels))
+    kf_job.wait_state(name, "Running")
+    assert not katib_reads(kf_job.status(name), "Succeeded")
+    # The tensorflow container exits 0 while the sidecar still runs.
+    kubelet.set(f"{name}-chief-0", state="terminated", exit_code=0)
+    status = kf_job.wait_state(name, "Succeeded")
+    assert katib_reads(status, "Succeeded") and not katib_reads(status, "Failed")
+
+
+def test_a_kubeflow_field_not_acted_on_is_said(kf_job):
+    name = kf_job.create(kf_tfjob("dynamic", {"Worker": 1}, enableDynamicWorker=True))
+    (event,) = kf_job.wait_event(name, st.Reason.SPEC_ADJUSTED)
+    assert "spec.enableDynamicWorker" in event[2]
+    assert kf_job.get(name)["spec"]["enableDynamicWorker"] is True, "kept, not pruned"
+    assert kf_job.get(name)["spec"]["runPolicy"] == {}, "defaulted for Kubeflow's SDK"
