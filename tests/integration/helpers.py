@@ -30,9 +30,7 @@ class Job:
         return body["metadata"]["name"]
 
     def get(self, name):
-        return self.custom.get_namespaced_custom_object(
-            self.group, VERSION, self.ns, PLURAL, name
-        )
+        return self.custom.get_namespaced_custom_object(self.group, VERSION, self.ns, PLURAL, name)
 
     def status(self, name):
         return self.get(name).get("status") or {}

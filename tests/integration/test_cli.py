@@ -95,6 +95,22 @@ def test_submit_checks_first_and_refuses_a_second_copy(kubeconfig, job, ns, tmp_
     one_line_error(tfjob_cli(kubeconfig, "submit", str(tmp_path / "none.yaml")), 2, "cannot read")
 
 
+def test_kubeflow_jobs_by_their_group(kubeconfig, kf_job, ns, tmp_path):
+    """A Kubeflow manifest goes to Kubeflow's group by its apiVersion; get and delete take the
+    group the operator serves (--api-group, or TFJOB_API_GROUP)."""
+    body = tfjob(name="kf", replicas={"Worker": 1})
+    body["apiVersion"] = "kubeflow.org/v1"
+    proc = tfjob_cli(kubeconfig, "submit", str(manifest(tmp_path, body)), "-n", ns)
+    assert f"tfjobs.kubeflow.org/kf created in namespace {ns}" in proc.stdout, proc.stderr
+    kf_job.wait_state("kf", "Created")
+    kf = ("--api-group", "kubeflow.org")
+    rows = tfjob_cli(kubeconfig, "get", "-n", ns, *kf).stdout.splitlines()
+    assert [r.split()[:2] for r in rows[1:]] == [["kf", "Created"]]
+    assert "No TFJobs" in tfjob_cli(kubeconfig, "get", "-n", ns).stdout, "tfjob.dev by default"
+    done = tfjob_cli(kubeconfig, "delete", "kf", "-n", ns, *kf)
+    assert "tfjobs.kubeflow.org/kf deleted" in done.stdout, done.stderr
+
+
 @pytest.mark.parametrize(("exit_code", "want"), [(0, 0), (3, 1)])
 def test_submit_follow_prints_transitions_and_the_summary_and_exits_with_the_result(
     kubeconfig, job, kubelet, ns, tmp_path, exit_code, want

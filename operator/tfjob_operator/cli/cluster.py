@@ -25,7 +25,7 @@ import kubernetes
 import urllib3
 import yaml
 
-from tfjob_operator.api.spec import API_VERSION, GROUP, KIND, PLURAL, VERSION, ReplicaType
+from tfjob_operator.api.spec import GROUP, GROUPS, KIND, PLURAL, VERSION, ReplicaType
 from tfjob_operator.cli.output import line_prefix, summary_lines
 from tfjob_operator.rules import naming
 from tfjob_operator.rules import status as st
@@ -33,7 +33,6 @@ from tfjob_operator.rules import tensorboard as tb
 from tfjob_operator.rules.lifecycle import JobView
 from tfjob_protocol.result import Result, parse_last
 
-CRD = f"{PLURAL}.{GROUP}"
 POLL_SECONDS = 0.5
 TENSORBOARD_WAIT_SECONDS = 120  # for a TensorBoard pod that is starting
 EXIT_FAILED, EXIT_USAGE = 1, 2
@@ -55,9 +54,10 @@ class Cluster:
     custom: kubernetes.client.CustomObjectsApi
     namespace: str
     server: str
+    group: str = GROUP  # the TFJobs' API group, as the operator serves it
 
     @classmethod
-    def connect(cls, namespace: str | None, context: str | None) -> Cluster:
+    def connect(cls, namespace: str | None, context: str | None, group: str = GROUP) -> Cluster:
         paths = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
         if paths and not any(Path(p).exists() for p in paths):
             raise CliError(f"no cluster: KUBECONFIG names no file ({os.environ['KUBECONFIG']})")
@@ -86,6 +86,7 @@ class Cluster:
             kubernetes.client.CustomObjectsApi(client),
             namespace or default_ns,
             client.configuration.host,
+            group,
         )
 
     def call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -106,8 +107,9 @@ class Cluster:
         details = body.get("details") or {}
         if e.status == 404 and not details.get("name"):
             return CliError(
-                f"the {KIND} CRD ({CRD}) is not installed on this cluster; "
-                "install it: kubectl apply -f manifests/crd.yaml (or helm install the chart)"
+                f"the {KIND} CRD ({PLURAL}.{self.group}) is not installed on this cluster; "
+                f"install it: kubectl apply -f {_crd_manifest(self.group)} (or helm install the "
+                "chart)"
             )
         if e.status == 404:
             return CliError(f"{KIND} {self.namespace}/{details['name']} not found")
@@ -117,7 +119,7 @@ class Cluster:
         return self.call(
             f"read {KIND} {name}",
             self.custom.get_namespaced_custom_object,
-            GROUP,
+            self.group,
             VERSION,
             self.namespace,
             PLURAL,
@@ -192,13 +194,17 @@ def get(cluster: Cluster, name: str | None, all_namespaces: bool, out: TextIO) -
         jobs = [cluster.job(name)]
     elif all_namespaces:
         jobs = cluster.call(
-            f"list {PLURAL}", cluster.custom.list_cluster_custom_object, GROUP, VERSION, PLURAL
+            f"list {PLURAL}",
+            cluster.custom.list_cluster_custom_object,
+            cluster.group,
+            VERSION,
+            PLURAL,
         )["items"]
     else:
         jobs = cluster.call(
             f"list {PLURAL}",
             cluster.custom.list_namespaced_custom_object,
-            GROUP,
+            cluster.group,
             VERSION,
             cluster.namespace,
             PLURAL,
@@ -222,7 +228,7 @@ def delete(cluster: Cluster, name: str, out: TextIO) -> int:
     cluster.call(
         f"delete {KIND} {name}",
         cluster.custom.delete_namespaced_custom_object,
-        GROUP,
+        cluster.group,
         VERSION,
         cluster.namespace,
         PLURAL,
@@ -230,9 +236,14 @@ def delete(cluster: Cluster, name: str, out: TextIO) -> int:
         propagation_policy="Background",
     )
     print(
-        f"{PLURAL}.{GROUP}/{name} deleted (its pods, Services and TensorBoard go with it)", file=out
+        f"{PLURAL}.{cluster.group}/{name} deleted (its pods, Services and TensorBoard go with it)",
+        file=out,
     )
     return 0
+
+
+def _crd_manifest(group: str) -> str:
+    return "manifests/kubeflow/crd.yaml" if group != GROUP else "manifests/crd.yaml"
 
 
 def read_manifest(path: Path) -> dict[str, Any]:
@@ -241,8 +252,13 @@ def read_manifest(path: Path) -> dict[str, Any]:
         body = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as e:
         raise CliError(f"cannot read {path}: {e}", EXIT_USAGE) from None
-    if not isinstance(body, dict) or body.get("kind") != KIND:
-        raise CliError(f"{path} is not a {KIND} ({API_VERSION})", EXIT_USAGE)
+    versions = [f"{group}/{VERSION}" for group in GROUPS]
+    if (
+        not isinstance(body, dict)
+        or body.get("kind") != KIND
+        or body.get("apiVersion") not in versions
+    ):
+        raise CliError(f"{path} is not a {KIND} ({' or '.join(versions)})", EXIT_USAGE)
     view = JobView.from_body({**body, "metadata": {**(body.get("metadata") or {}), "uid": "-"}})
     if view.spec is None:
         raise CliError("invalid TFJob: " + "; ".join(view.problems), EXIT_USAGE)
@@ -254,12 +270,13 @@ def submit(cluster: Cluster, path: Path, follow: bool, out: TextIO) -> int:
     meta = body.setdefault("metadata", {})
     namespace = meta.get("namespace") or cluster.namespace
     cluster.namespace = meta["namespace"] = namespace
+    cluster.group = body["apiVersion"].split("/")[0]  # the manifest's group is the one meant
     name = meta.get("name", "")
     try:
         cluster.call(
             f"create {KIND} {name}",
             cluster.custom.create_namespaced_custom_object,
-            GROUP,
+            cluster.group,
             VERSION,
             namespace,
             PLURAL,
@@ -272,7 +289,7 @@ def submit(cluster: Cluster, path: Path, follow: bool, out: TextIO) -> int:
                 "first, or pick another name"
             ) from None
         raise
-    print(f"{PLURAL}.{GROUP}/{name} created in namespace {namespace}", file=out, flush=True)
+    print(f"{PLURAL}.{cluster.group}/{name} created in namespace {namespace}", file=out, flush=True)
     if not follow:
         return 0
     return Follower(cluster, name, out, colour=out.isatty()).run()

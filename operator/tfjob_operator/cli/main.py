@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import signal
 import sys
@@ -11,7 +12,7 @@ from typing import NoReturn
 
 import yaml
 
-from tfjob_operator.api.spec import API_VERSION, KIND
+from tfjob_operator.api.spec import API_VERSION, GROUP, GROUPS, KIND
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,6 +57,13 @@ def _cluster_commands(sub: argparse._SubParsersAction) -> None:
     where = argparse.ArgumentParser(add_help=False)
     where.add_argument("-n", "--namespace", help="default: the kubeconfig context's, else default")
     where.add_argument("--context", help="the kubeconfig context (default: the current one)")
+    where.add_argument(
+        "--api-group",
+        choices=GROUPS,
+        default=os.environ.get("TFJOB_API_GROUP", GROUP),
+        help="the TFJobs' API group, as the operator serves it (env TFJOB_API_GROUP; default: "
+        "%(default)s; submit goes by the manifest's apiVersion)",
+    )
     submit = sub.add_parser(
         "submit",
         parents=[where],
@@ -89,7 +97,7 @@ def run_cluster_command(args: argparse.Namespace) -> int:
     from tfjob_operator.cli import cluster as ctl
 
     try:
-        cluster = ctl.Cluster.connect(args.namespace, args.context)
+        cluster = ctl.Cluster.connect(args.namespace, args.context, args.api_group)
         out = sys.stdout
         if args.command == "submit":
             return ctl.submit(cluster, args.file, args.follow, out)
