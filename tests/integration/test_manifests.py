@@ -124,3 +124,20 @@ def test_every_example_runs_through_the_operator(crd, kubectl, apps, custom, ns,
         )
         assert st.find(status, "Failed") is None, status
         assert st.find(status, "Created")["status"] == "True"
+
+
+def test_kubeflow_manifests_are_the_same_install_for_kubeflows_group(kubectl):
+    """manifests/kubeflow/ is the alternative install (same names, so one or the other): the
+    API server takes it in one go, its operator serves kubeflow.org, its rules grant that."""
+    folder = ROOT / "manifests" / "kubeflow"
+    out = kubectl("apply", "--dry-run=server", "-f", str(folder))
+    assert "tfjobs.kubeflow.org" in out and "deployment.apps/tfjob-operator" in out
+    docs = [d for f in sorted(folder.glob("*.yaml")) for d in yaml.safe_load_all(f.read_text())]
+    (deployment,) = [d for d in docs if d and d["kind"] == "Deployment"]
+    assert (
+        "--api-group=kubeflow.org"
+        in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    )
+    (role,) = [d for d in docs if d and d["kind"] == "ClusterRole"]
+    groups = {g for rule in role["rules"] for g in rule["apiGroups"]}
+    assert "kubeflow.org" in groups and GROUP not in groups
