@@ -241,3 +241,17 @@ def test_each_pod_is_labelled_once(cluster: Cluster):  # noqa: F811
     cluster.reconcile(key)
     assert len(cluster.calls("label_pod")) == 2
     assert cluster.reconciler.state[key].labelled == set()
+
+
+def test_a_pod_being_deleted_is_active_until_its_container_stops():
+    """Kueue releases a preempted job's quota once every active count is 0: a pod that is
+    being deleted but still runs holds its node's resources."""
+    body = tfjob("mnist", replicas={"Worker": 2}, run_policy={"suspend": True})
+    going = pod("mnist", "worker", 0)
+    going["metadata"]["deletionTimestamp"] = "2026-11-25T00:00:00Z"
+    stopped = pod("mnist", "worker", 1, state="terminated", exit_code=143)
+    stopped["metadata"]["deletionTimestamp"] = "2026-11-25T00:00:00Z"
+    decision = decide(JobView.from_body(body), [observe(going), observe(stopped)], NOW, "")
+    assert decision.status["replicaStatuses"]["Worker"]["active"] == 1
+    decision = decide(JobView.from_body(body), [observe(stopped)], NOW, "")
+    assert decision.status["replicaStatuses"]["Worker"]["active"] == 0

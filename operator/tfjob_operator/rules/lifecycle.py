@@ -253,7 +253,10 @@ def _replica_counts(
     for rt in spec.replicas():
         prev = old.get(rt.value) or {}
         mine = [p for p in pods if p.replica_type is rt]
-        active = sum(1 for p in mine if p.running and not p.deleting)
+        # A pod being deleted is active until its container stops: it still holds its node's
+        # resources, and Kueue waits for every active count to be 0 before it gives a
+        # preempted job's quota to another (as Kubeflow counts, by running pods).
+        active = sum(1 for p in mine if p.running)
         if frozen:
             counts[rt.value] = {**prev, "active": active}
             continue
