@@ -305,3 +305,27 @@ def test_a_kubeflow_field_not_acted_on_is_said(kf_job):
     assert "spec.enableDynamicWorker" in event[2]
     assert kf_job.get(name)["spec"]["enableDynamicWorker"] is True, "kept, not pruned"
     assert kf_job.get(name)["spec"]["runPolicy"] == {}, "defaulted for Kubeflow's SDK"
+
+
+def test_our_extensions_work_in_kubeflows_group(kf_job):
+    """checkpoint and tensorboard, on a kubeflow.org TFJob: the claim and the TensorBoard are
+    made and owned by it, and the TensorBoard's pods are not among the job's pods for Kubeflow's
+    clients."""
+    body = kf_tfjob("ext", {"Worker": 1}, checkpoint={"storage": {"size": "1Gi"}}, tensorboard={})
+    name = kf_job.create(body)
+    uid = kf_job.get(name)["metadata"]["uid"]
+    board = wait_for(lambda: kf_job.deployments(name), CHILD_WAIT, "the TensorBoard Deployment")
+    (deployment,) = board.values()
+    assert [o.uid for o in deployment.metadata.owner_references] == [uid]
+    tpl = deployment.spec.template.metadata.labels
+    assert kubeflow.JOB_NAME not in tpl, "not a replica pod for the SDK's selectors"
+    claim = wait_for(
+        lambda: kf_job.core.read_namespaced_persistent_volume_claim(
+            f"{name}-checkpoints", kf_job.ns
+        ),
+        CHILD_WAIT,
+        "the checkpoint claim",
+    )
+    assert [o.api_version for o in claim.metadata.owner_references] == [KF]
+    assert kf_job.wait_condition(name, st.Cond.CREATED)["status"] == "True"
+    assert kf_job.status(name)["tensorboard"]["service"] == f"{name}-tensorboard"
