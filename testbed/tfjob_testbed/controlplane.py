@@ -60,7 +60,11 @@ AUDIT_POLICY = {
             "verbs": ["create", "update", "patch", "delete"],
             "resources": [
                 {"group": "tfjob.dev"},
+                {"group": "kubeflow.org"},
                 {"group": "apps", "resources": ["statefulsets"]},
+                # Pods themselves, not their status (which the tests' stand-in kubelet writes):
+                # the operator's patches of a pod's own Kubeflow labels.
+                {"group": "", "resources": ["pods"]},
                 {"group": "", "resources": ["services", "persistentvolumeclaims", "events"]},
                 {"group": "scheduling.volcano.sh"},
                 {"group": "scheduling.x-k8s.io"},

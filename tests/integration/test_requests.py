@@ -81,7 +81,10 @@ def test_a_jobs_life_costs_the_counted_writes(job, kubelet, control_plane):
         got = requests(control_plane, job.ns)
         return got if all(got[k] >= n for k, n in CHILD_WRITES.items()) else None
 
-    got = wait_for(counted, CHILD_WAIT, f"at least the counted writes {CHILD_WRITES}")
+    try:
+        got = wait_for(counted, CHILD_WAIT, f"at least the counted writes {CHILD_WRITES}")
+    except AssertionError:
+        raise AssertionError(f"got {requests(control_plane, job.ns)}") from None
     status = got.pop(("patch", "tfjobs/status"), 0)
     assert dict(got) == CHILD_WRITES, "no other request, no repeated write"
     assert status in STATUS_PATCHES, f"{status} status patches"
