@@ -36,6 +36,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from tfjob_operator.api.spec import GROUP, PLURAL, VERSION
+from tfjob_operator.rules import handover
 from tfjob_operator.rules.lifecycle import INTERNAL_ERROR
 from tfjob_testbed.kube import wait_for
 from tfjob_testbed.paths import ROOT
@@ -601,6 +602,8 @@ class Case:
     def verdict(self) -> str:
         if self.refused is not None:
             return "refused"
+        if any(c.get("type") == "ManagedElsewhere" for c in self.conditions):
+            return "elsewhere"  # runPolicy.managedBy names another controller: an Event says so
         if not self.conditions:
             return "silent"
         failed = [c for c in self.conditions if c.get("type") == "Failed"]
@@ -656,7 +659,8 @@ def traceback_jobs(log: str, namespace: str) -> tuple[int, Counter[str]]:
 def events_of_deleted_jobs(
     core: Any, namespace: str, names: set[str]
 ) -> dict[str, list[dict[str, Any]]]:
-    """For jobs deleted by their TTL before we saw them: their Events, as conditions."""
+    """For jobs deleted by their TTL before we saw them, or left to another controller: their
+    Events, as conditions."""
     found: dict[str, list[dict[str, Any]]] = defaultdict(list)
     if not names:
         return found
@@ -676,6 +680,7 @@ def report(cases: list[Case], tracebacks: int) -> str:
     lines = [
         f"fuzz: tried {len(cases)} | refused at apply {verdicts['refused']} | "
         f"InvalidSpec {verdicts['InvalidSpec']} | ran {verdicts['ran']} | "
+        f"left to another controller {verdicts['elsewhere']} | "
         f"silent {verdicts['silent']} | traceback lines {tracebacks}"
     ]
     classes: dict[str, list[Case]] = defaultdict(list)
@@ -729,16 +734,22 @@ def test_every_accepted_spec_gets_a_condition_and_nothing_crashes(
         }
 
     seen: dict[str, list[dict[str, Any]]] = {}
+    # Jobs whose runPolicy.managedBy names another controller get no status from us: an Event.
+    elsewhere = {n for n, c in accepted.items() if handover.managed_elsewhere(c.spec)}
 
     def all_have_conditions() -> bool:
         # A job that is gone was deleted by its ttlSecondsAfterFinished: it had finished.
         now = conditions()
         seen.update(now)
-        return all(seen.get(n) or n not in now for n in accepted)
+        return all(seen.get(n) or n not in now for n in accepted if n not in elsewhere)
+
+    def all_said() -> bool:
+        return set(events_of_deleted_jobs(core, ns, elsewhere)) >= elsewhere
 
     with contextlib.suppress(AssertionError):  # the silent ones are counted and reported below
         wait_for(all_have_conditions, CONDITION_WAIT, "a condition on every accepted TFJob", 0.5)
-    gone = events_of_deleted_jobs(core, ns, set(accepted) - set(conditions()))
+        wait_for(all_said, CONDITION_WAIT, "an Event on every job left to another controller")
+    gone = events_of_deleted_jobs(core, ns, (set(accepted) - set(conditions())) | elsewhere)
     for name, case in accepted.items():
         case.conditions = seen.get(name) or gone.get(name) or []
 

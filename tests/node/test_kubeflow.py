@@ -52,6 +52,12 @@ def kubeflow_operator(cluster: Cluster) -> Iterator[str]:
     """The chart installed again, serving kubeflow.org, with the images of the first release
     (the chart's defaults); uninstalled afterwards, with its CRD when it brought it."""
     had_crd = bool(cluster.get("crd", CRD))
+    # A release namespace still going from an earlier run takes no new release.
+    wait_for(
+        lambda: not cluster.get("namespace", RELEASE_NAMESPACE),
+        GONE_WAIT,
+        f"namespace {RELEASE_NAMESPACE} of an earlier run gone",
+    )
     crds = ["--set", "crds.install=false"] if had_crd else []
     cluster.helm(
         "install", RELEASE, str(CHART), "--namespace", RELEASE_NAMESPACE, "--create-namespace",

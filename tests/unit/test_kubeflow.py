@@ -255,3 +255,12 @@ def test_a_pod_being_deleted_is_active_until_its_container_stops():
     assert decision.status["replicaStatuses"]["Worker"]["active"] == 1
     decision = decide(JobView.from_body(body), [observe(stopped)], NOW, "")
     assert decision.status["replicaStatuses"]["Worker"]["active"] == 0
+
+
+@pytest.mark.parametrize("value", ["i-vk7ftv6i", "kueue/", "/x", "a/" + "b" * 62, "Kueue.io/x"])
+def test_managed_by_is_a_domain_prefixed_path(value):
+    from tfjob_operator.api.spec import SpecError, parse_spec
+
+    spec = tfjob(replicas={"Worker": 1}, run_policy={"managedBy": value})["spec"]
+    with pytest.raises(SpecError, match=r"spec\.runPolicy\.managedBy"):
+        parse_spec(spec)

@@ -191,6 +191,9 @@ class RunPolicy(_Model):
     managed_by: str | None = Field(
         None,
         alias="managedBy",
+        max_length=63,
+        # A domain-prefixed path, as a Job's spec.managedBy.
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/[-A-Za-z0-9_.]+$",
         description=(
             "The controller that runs the job. Unset, kubeflow.org/training-operator or "
             "tfjob.dev/tfjob-operator: this operator. Any other (e.g. "
