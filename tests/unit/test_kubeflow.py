@@ -158,6 +158,8 @@ CREATED = {"type": "Created", "status": "True", "reason": "TFJobCreated"}
         ({}, False),
         ({"conditions": [CREATED], "observedGeneration": 1}, False),  # ours
         ({"conditions": [CREATED]}, True),  # training-operator's
+        # training-operator's, finished: its completed pods are no reason to say anything
+        ({"conditions": [CREATED, {"type": "Succeeded", "status": "True"}]}, False),
         (
             {
                 "conditions": [{"type": "StartedElsewhere", "status": "True"}],

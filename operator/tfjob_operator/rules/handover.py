@@ -41,8 +41,9 @@ def managed_elsewhere_event(name: str, manager: str) -> tuple[str, str, str]:
 
 def may_be_started_elsewhere(status: Any) -> bool:
     """A status that someone else wrote: conditions, and no observedGeneration of ours. Only
-    such a job is looked at for another controller's children; a new one costs nothing."""
-    if not isinstance(status, dict) or not status.get("conditions"):
+    such a job is looked at for another controller's children; a new one costs nothing, and
+    one that has finished has nothing left to run (its completed pods stay the other's)."""
+    if not isinstance(status, dict) or not status.get("conditions") or st.is_finished(status):
         return False
     return "observedGeneration" not in status or st.is_true(status, st.Cond.STARTED_ELSEWHERE)
 
