@@ -53,8 +53,11 @@ def kf_labels_done(job: Job, name: str, count: int) -> dict[str, dict[str, str]]
     return wait_for(check, CHILD_WAIT, f"{count} pods of {name} with their replica index")
 
 
-def test_pods_and_services_carry_kubeflows_labels(kf_job):
+def test_pods_and_services_carry_kubeflows_labels(kf_job, kubelet):
     name = kf_job.create(kf_tfjob("labels", {"PS": 1, "Worker": 2}))
+    started = kf_job.wait_pods(name, 3)
+    assert all(kubeflow.REPLICA_INDEX not in p.metadata.labels for p in pods(kf_job, name).values())
+    kubelet.run_all(started)  # a pod's own labels come once its container has started
     labels = kf_labels_done(kf_job, name, 3)
     assert labels["labels-worker-0"][kubeflow.JOB_ROLE] == "master", "no Chief: worker 0 leads"
     for pod, got in labels.items():
@@ -76,8 +79,9 @@ def test_pods_and_services_carry_kubeflows_labels(kf_job):
     )
 
 
-def test_a_pod_made_again_gets_its_labels_again(kf_job):
+def test_a_pod_made_again_gets_its_labels_again(kf_job, kubelet):
     name = kf_job.create(kf_tfjob("again", {"Chief": 1, "Worker": 1}))
+    kubelet.run_all(kf_job.wait_pods(name, 2))
     labels = kf_labels_done(kf_job, name, 2)
     assert labels["again-chief-0"][kubeflow.JOB_ROLE] == "master"
     assert kubeflow.JOB_ROLE not in labels["again-worker-0"], "a Chief leads"
@@ -86,8 +90,11 @@ def test_a_pod_made_again_gets_its_labels_again(kf_job):
 
     def relabelled() -> bool:
         pod = pods(kf_job, name).get("again-worker-0")
-        labels = pod.metadata.labels if pod is not None else {}
-        return pod is not None and pod.metadata.uid != old and kubeflow.REPLICA_INDEX in labels
+        if pod is None or pod.metadata.uid == old:
+            return False
+        if not pod.status.container_statuses:
+            kubelet.set("again-worker-0")  # the new pod's container starts
+        return kubeflow.REPLICA_INDEX in (pod.metadata.labels or {})
 
     wait_for(relabelled, CHILD_WAIT, "the new worker-0 pod with its replica index")
 
@@ -287,10 +294,10 @@ def test_a_katib_trial_with_a_metrics_sidecar_in_the_chief(kf_job, kubelet):
         {"name": "metrics-logger-and-collector", "image": "katib/file-metrics-collector"}
     )
     name = kf_job.create(body)
+    kubelet.run_all(kf_job.wait_pods(name, 2))
     labels = kf_labels_done(kf_job, name, 2)
     primary = [p for p, got in labels.items() if KATIB_PRIMARY.items() <= got.items()]
     assert primary == [f"{name}-chief-0"]
-    kubelet.run_all(sorted(labels))
     kf_job.wait_state(name, "Running")
     assert not katib_reads(kf_job.status(name), "Succeeded")
     # The tensorflow container exits 0 while the sidecar still runs.

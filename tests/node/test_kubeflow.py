@@ -467,15 +467,27 @@ def _master(body: dict[str, Any]) -> str:
     return f"{name}-{(chief or ['Worker'])[0].lower()}-0"
 
 
+def _started(pod_: dict[str, Any]) -> bool:
+    """Whether the pod's container has started (or exited) at least once."""
+    statuses = (pod_.get("status") or {}).get("containerStatuses") or []
+    return any(
+        {"running", "terminated"} & set(s.get("state") or {})
+        or (s.get("lastState") or {}).get("terminated")
+        for s in statuses
+    )
+
+
 def _labels_ok(pod_: dict[str, Any], job: str, rt: str, index: int, master: bool) -> bool:
+    """Kubeflow's labels: the template's on every pod; a PS or Worker pod's own index (and
+    worker 0's role) once its container has started, when the operator patches them on."""
     labels = pod_["metadata"].get("labels") or {}
-    want = {
-        kf.JOB_NAME: job,
-        kf.REPLICA_TYPE: rt.lower(),
-        kf.REPLICA_INDEX: str(index),
-        kf.OPERATOR_NAME: kf.OPERATOR,
-    }
+    want = {kf.JOB_NAME: job, kf.REPLICA_TYPE: rt.lower(), kf.OPERATOR_NAME: kf.OPERATOR}
     if any(labels.get(k) != v for k, v in want.items()):
+        return False
+    per_pod = rt.lower() in ("ps", "worker")
+    if per_pod and not _started(pod_):
+        return kf.REPLICA_INDEX not in labels  # not before its container starts
+    if labels.get(kf.REPLICA_INDEX) != str(index):
         return False
     return (labels.get(kf.JOB_ROLE) == kf.MASTER_ROLE) == master
 
@@ -556,7 +568,8 @@ def _check_manifest(cluster: Cluster, body: dict[str, Any], namespace: str, stem
     for svc in services:
         assert svc["metadata"]["labels"][kf.REPLICA_TYPE] in types
 
-    # Every pod, with Kubeflow's labels: the index patched on, the master role on one pod.
+    # Every pod, with Kubeflow's labels: the index patched on once it starts, the master role on
+    # one pod (a Chief's in its template).
     master = _master(body)
 
     def labelled() -> list[dict[str, Any]] | None:

@@ -118,10 +118,13 @@ def test_tensorboard_pods_are_not_job_pods_for_kubeflow_clients():
 
 
 def test_a_decision_labels_the_pods_that_lack_it():
-    body = tfjob("mnist", replicas={"PS": 1, "Worker": 2})
+    body = tfjob("mnist", replicas={"PS": 2, "Worker": 2})
     labelled = pod("mnist", "worker", 1)
     labelled["metadata"]["labels"][INDEX] = "1"
-    pods = [observe(pod("mnist", "ps", 0)), observe(pod("mnist", "worker", 0)), observe(labelled)]
+    # Not started yet: labelled once its container runs, not in the burst of the job's creation.
+    pending = pod("mnist", "ps", 1, state="waiting", reason="ContainerCreating")
+    pods = [observe(p) for p in (pod("mnist", "ps", 0), pod("mnist", "worker", 0), labelled)]
+    pods.append(observe(pending))
     decision = decide(JobView.from_body(body), pods, NOW, "cluster.local")
     assert decision.label_pods == [
         ("mnist-ps-0", "uid-mnist-ps-0", {INDEX: "0"}),

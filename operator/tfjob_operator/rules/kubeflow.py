@@ -5,9 +5,9 @@ a trial's primary pod by the job role, and Kueue and users' scripts select by th
 and Service of ours carries them, whichever API group the operator serves.
 
 A StatefulSet's pods share one template, so what differs from pod to pod, the replica index
-(and the master role of worker 0 in a job without a Chief), is written on each pod once it
-exists: `pod_label_patches`. A replica type that has at most one pod carries both in its
-template and costs no write.
+(and the master role of worker 0 in a job without a Chief), is written on each pod once its
+container has started: `pod_label_patches`. A replica type that has at most one pod carries
+both in its template and costs no write.
 """
 
 from __future__ import annotations

@@ -418,11 +418,13 @@ def _decide_valid(
             + decision.children
         )
         has_chief = any(rt.is_chief_like and rs.replicas for rt, rs in replicas.items())
+        # Once its container has started: then a pod has logs to read, and the writes come
+        # as the containers start, not in the burst of a job's creation.
         decision.label_pods = kubeflow.pod_label_patches(
             (
                 (p.name, p.uid, p.replica_type, p.index, dict(p.kubeflow_labels))
                 for p in pods
-                if not p.deleting
+                if not p.deleting and (p.running or p.latest_exit is not None)
             ),
             has_chief,
         )
