@@ -492,3 +492,16 @@ def test_an_existing_service_account(helm, name, want):
     pod = one(docs, "Deployment")["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == want
     assert one(docs, "ClusterRoleBinding")["subjects"][0]["name"] == want
+
+
+@pytest.mark.parametrize(
+    ("group", "watch"),
+    [("tfjob.dev", "kubectl get tfj -w"), ("kubeflow.org", "kubectl get tfjobs.kubeflow.org -w")],
+)
+def test_notes_speak_of_the_group_served(helm, group, watch):
+    proc = run_helm(
+        helm, "install", "t", str(CHART), "--dry-run=client", "--set", f"apiGroup={group}"
+    )
+    notes = proc.stdout.split("NOTES:", 1)[1]
+    assert watch in notes and f"kubectl delete crd tfjobs.{group}" in notes, notes
+    assert ("mnist-ps.yaml" in notes) == (group == "tfjob.dev"), "examples are tfjob.dev's"
