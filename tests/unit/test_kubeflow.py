@@ -269,3 +269,15 @@ def test_managed_by_is_a_domain_prefixed_path(value):
     spec = tfjob(replicas={"Worker": 1}, run_policy={"managedBy": value})["spec"]
     with pytest.raises(SpecError, match=r"spec\.runPolicy\.managedBy"):
         parse_spec(spec)
+
+
+@pytest.mark.parametrize("module", ["tfjob_operator.controller.main", "tfjob_operator.cli.main"])
+def test_an_unknown_api_group_from_the_environment_is_refused(module, monkeypatch, capsys):
+    import importlib
+
+    monkeypatch.setenv("TFJOB_API_GROUP", "kubeflow.com")
+    main = importlib.import_module(module).main
+    with pytest.raises(SystemExit) as exit_:
+        main(["get"] if module.endswith("cli.main") else [])
+    assert exit_.value.code == 2
+    assert "kubeflow.org" in capsys.readouterr().err

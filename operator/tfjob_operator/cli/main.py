@@ -120,7 +120,10 @@ def _stop(signum: int, _frame: object) -> NoReturn:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "api_group", GROUP) not in GROUPS:  # from TFJOB_API_GROUP, unchecked
+        parser.error(f"TFJOB_API_GROUP must be one of {', '.join(GROUPS)}")
     if args.command != "run":
         return run_cluster_command(args)
     try:

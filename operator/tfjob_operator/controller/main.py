@@ -194,6 +194,8 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(problem)
     if config.api_burst < 1:
         parser.error("--kube-api-burst must be at least 1")
+    if config.api_group not in GROUPS:  # argparse checks a flag's value, not its env default
+        parser.error(f"--api-group (or TFJOB_API_GROUP) must be one of {', '.join(GROUPS)}")
     import kopf  # imported late so that --help stays fast
 
     from tfjob_operator.controller import handlers
