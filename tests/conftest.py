@@ -59,17 +59,22 @@ def crd(kubectl) -> None:
     install_crd(kubectl)
 
 
-@pytest.fixture(scope="session")
-def operator(control_plane, crd, tmp_path_factory) -> Iterator[OperatorProcess]:
+def _operator(control_plane, tmp_path_factory, name: str, *args: str) -> Iterator[OperatorProcess]:
+    """An operator process for the session, stopped at its end; its log's path is printed."""
     proc = OperatorProcess(
-        control_plane.kubeconfig, tmp_path_factory.mktemp("operator") / "operator.log"
+        control_plane.kubeconfig, tmp_path_factory.mktemp(name) / "operator.log", args
     )
     proc.start()
     try:
         yield proc
     finally:
         proc.stop()
-        print(f"operator log: {proc.log}")
+        print(f"{name} log: {proc.log}")
+
+
+@pytest.fixture(scope="session")
+def operator(control_plane, crd, tmp_path_factory) -> Iterator[OperatorProcess]:
+    yield from _operator(control_plane, tmp_path_factory, "operator")
 
 
 @pytest.fixture(scope="session")
@@ -77,17 +82,9 @@ def kubeflow_operator(control_plane, kubectl, tmp_path_factory) -> Iterator[Oper
     """A second operator, serving Kubeflow's group (`--api-group kubeflow.org`) with its CRD
     from manifests/kubeflow/, beside the first: each reconciles only its own group's jobs."""
     install_crd(kubectl, "kubeflow.org")
-    proc = OperatorProcess(
-        control_plane.kubeconfig,
-        tmp_path_factory.mktemp("kubeflow-operator") / "operator.log",
-        ["--api-group", "kubeflow.org"],
+    yield from _operator(
+        control_plane, tmp_path_factory, "kubeflow-operator", "--api-group", "kubeflow.org"
     )
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
-        print(f"kubeflow operator log: {proc.log}")
 
 
 @pytest.fixture

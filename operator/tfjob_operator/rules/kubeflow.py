@@ -29,12 +29,9 @@ OPERATOR = "tfjob-controller"
 SINGLE = (ReplicaType.CHIEF, ReplicaType.MASTER, ReplicaType.EVALUATOR)
 
 
-def labels(job: str, rt: ReplicaType | None) -> dict[str, str]:
-    """The labels every child of a job carries (and a replica type's pods, `rt`)."""
-    out = {JOB_NAME: job, OPERATOR_NAME: OPERATOR}
-    if rt is not None:
-        out[REPLICA_TYPE] = rt.task_type
-    return out
+def labels(job: str, rt: ReplicaType) -> dict[str, str]:
+    """The labels a replica type's Service, StatefulSet and pods carry."""
+    return {JOB_NAME: job, OPERATOR_NAME: OPERATOR, REPLICA_TYPE: rt.task_type}
 
 
 def template_labels(job: str, rt: ReplicaType) -> dict[str, str]:
