@@ -56,15 +56,44 @@ def run(opts: Options, files: Files | None, task: Task | None) -> Result | None:
     io_device = f"/job:{task.type}/replica:0/task:{task.index}/device:CPU:0"
     try:
         return coordinate(opts, files, strategy, coordinator, io_device)
-    except PS_LOST as e:
+    except PEER_LOST as e:
         # The variables live on the parameter servers: without one, the chief cannot go on.
         # Not the program's verdict but the cluster's: a restart resumes from the checkpoint.
         first = e.message.splitlines()[0] if e.message else type(e).__name__
-        raise TaskFailed(f"the connection to a parameter server failed ({first})") from e
+        peer = "a parameter server" if from_ps(e) else "a peer"
+        raise TaskFailed(f"the connection to {peer} failed ({first})") from e
 
 
-# How a lost parameter server (or its connection) surfaces on the chief.
-PS_LOST = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError)
+# How a lost peer (or its connection) surfaces on the chief.
+PEER_LOST = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError)
+
+
+def from_ps(error: tf.errors.OpError) -> bool:
+    """Whether a parameter server is the peer that failed: gRPC names the remote task it
+    called in the message, as TensorFlow's own coordinator reads it."""
+    return "remote target /job:ps" in str(error)
+
+
+def fetch_report(remote: Any) -> tuple[float, float] | None:
+    """A closure's (loss, accuracy), or None when the worker that holds them is gone.
+
+    A closure's outputs stay on its worker until fetched: a worker lost between the end of
+    the closure and the fetch takes them along. The steps it ran are on the parameter
+    servers already, so only this report is lost; the coordinator re-runs what the worker
+    had not finished elsewhere. A lost parameter server still fails the chief."""
+    try:
+        loss, acc = remote.fetch()
+    except PEER_LOST as e:
+        if from_ps(e):
+            raise
+        first = e.message.splitlines()[0] if e.message else type(e).__name__
+        log.warning(
+            "a worker was lost before its progress was fetched (%s); training goes on", first
+        )
+        return None
+    return float(loss), float(acc)
+
+
 SAVE_TRIES = 3
 
 
@@ -147,9 +176,10 @@ def coordinate(
         remote = coordinator.schedule(train_steps, args=(iterator, n))
         before, scheduled = scheduled, scheduled + n
         if scheduled // opts.log_every > before // opts.log_every or scheduled >= opts.steps:
-            loss_t, acc_t = remote.fetch()
-            loss, acc = float(loss_t), float(acc_t)
-            progress.report(int(step.numpy()), loss, acc)
+            fetched = fetch_report(remote)
+            if fetched is not None:
+                loss, acc = fetched
+                progress.report(int(step.numpy()), loss, acc)
         if scheduled // opts.checkpoint_every > before // opts.checkpoint_every:
             coordinator.join()
             save_checkpoint(ckpts)

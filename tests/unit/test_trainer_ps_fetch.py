@@ -1,0 +1,66 @@
+"""The coordinator's progress fetch: a lost worker costs one report, a lost parameter server
+fails the chief."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import tensorflow as tf
+
+from tfjob_trainer import ps
+
+WORKER_RESET = (
+    "2 root error(s) found.\n  (0) UNAVAILABLE: recvmsg:Connection reset by peer\n"
+    "Additional GRPC error information from remote target /job:worker/replica:0/task:0 "
+    "while calling /tensorflow.WorkerService/RecvTensor:"
+)
+PS_RESET = (
+    "UNAVAILABLE: failed to connect to all addresses\n"
+    "Additional GRPC error information from remote target /job:ps/replica:0/task:0:"
+)
+
+
+class Remote:
+    """What `ClusterCoordinator.schedule` returns, as far as the chief's loop reads it."""
+
+    def __init__(self, outcome: object) -> None:
+        self.outcome = outcome
+
+    def fetch(self) -> object:
+        if isinstance(self.outcome, Exception):
+            raise self.outcome
+        return self.outcome
+
+
+def test_a_fetched_report_is_two_floats():
+    assert ps.fetch_report(Remote((tf.constant(0.5), tf.constant(0.75)))) == (0.5, 0.75)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        tf.errors.UnavailableError(None, None, WORKER_RESET),
+        tf.errors.CancelledError(None, None, "The corresponding function is aborted."),
+    ],
+    ids=["worker-reset", "aborted"],
+)
+def test_a_worker_lost_before_the_fetch_costs_only_the_report(error, caplog):
+    with caplog.at_level(logging.WARNING):
+        assert ps.fetch_report(Remote(error)) is None
+    assert "a worker was lost before its progress was fetched" in caplog.text
+
+
+def test_a_lost_parameter_server_still_fails_the_chief():
+    with pytest.raises(tf.errors.UnavailableError):
+        ps.fetch_report(Remote(tf.errors.UnavailableError(None, None, PS_RESET)))
+
+
+@pytest.mark.parametrize(
+    ("message", "peer"),
+    [(PS_RESET, "a parameter server"), (WORKER_RESET, "a peer")],
+)
+def test_only_a_parameter_server_address_counts_as_one(message, peer):
+    assert ps.from_ps(tf.errors.UnavailableError(None, None, message)) == (
+        peer == "a parameter server"
+    )
