@@ -8,3 +8,8 @@ STARTED = time.perf_counter()
 
 class TaskFailed(RuntimeError):
     """A runtime failure whose message says all there is: one log line, no traceback."""
+
+
+class UsageError(ValueError):
+    """A mistake in what the user gave the trainer (a flag, a plug-in function, the data it
+    reads): the process exits 2 with this one line, which names what to fix."""
