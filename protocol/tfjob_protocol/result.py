@@ -35,6 +35,8 @@ class Result(TypedDict, total=False):
     checkpoint: str | None
     export: str | None
     evaluations: int  # evaluator: checkpoints evaluated
+    metrics: dict[str, float]  # the compiled metrics at the last report (training batches)
+    evaluation: dict[str, float]  # loss and compiled metrics over the evaluation input
     peak_rss_mib: int
     cpu_sec: float
 

@@ -3,6 +3,7 @@ would give it (built by the operator's own TF_CONFIG module), like pods of one j
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -59,7 +60,8 @@ class Job:
     False (a job without one). Tasks of the types in `unmounted` run in a mount namespace of
     their own where an empty tmpfs hides the checkpoint directory, as a pod without the volume
     (root only). `cpus` pins tasks by name (e.g. "worker-0": "0") to CPUs, with `taskset`, as a
-    pod's CPU limit gives it its own cores."""
+    pod's CPU limit gives it its own cores. `memory` puts tasks by name in a memory cgroup of
+    their own with that limit in bytes, as a container's memory limit does (root only)."""
 
     def __init__(
         self,
@@ -69,9 +71,12 @@ class Job:
         checkpoints: bool = True,
         unmounted: frozenset[str] = frozenset(),
         cpus: dict[str, str] | None = None,
+        memory: dict[str, int] | None = None,
     ) -> None:
         self.workdir, self.args = workdir, args
         self.cpus = cpus or {}
+        self.memory = memory or {}
+        self.cgroups: list[Path] = []
         self.checkpoint_dir = workdir / "checkpoints"
         self.checkpoints = checkpoints
         self.unmounted = unmounted
@@ -114,6 +119,13 @@ class Job:
                     str(self.checkpoint_dir), *argv]  # fmt: skip
         if name in self.cpus:
             argv = ["taskset", "--cpu-list", self.cpus[name], *argv]
+        if name in self.memory:
+            group = memory_cgroup(
+                f"tfjob-{name}-{os.getpid()}-{self.starts[name]}", self.memory[name]
+            )
+            self.cgroups.append(group)
+            join = 'echo $$ > "$0/cgroup.procs" && exec "$@"'
+            argv = ["sh", "-c", join, str(group), *argv]
         with open(log, "wb") as out:
             popen = subprocess.Popen(
                 argv,
@@ -161,6 +173,28 @@ class Job:
     def stop_all(self) -> None:
         for name in list(self.procs):
             self.kill(name)
+        for group in self.cgroups:
+            with contextlib.suppress(OSError):
+                group.rmdir()
+
+
+def memory_cgroup(name: str, limit: int) -> Path:
+    """A child of this process's memory cgroup (v1 or v2) limited to `limit` bytes."""
+    root = Path("/sys/fs/cgroup")
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        hierarchy, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if "memory" in controllers.split(","):
+            group = root / "memory" / path.lstrip("/") / name
+            group.mkdir()
+            (group / "memory.limit_in_bytes").write_text(str(limit))
+            return group
+        if hierarchy == "0" and not controllers and (root / "cgroup.controllers").exists():
+            group = root / path.lstrip("/") / name
+            group.mkdir()
+            (group / "memory.max").write_text(str(limit))
+            return group
+    raise RuntimeError("no memory cgroup to limit a task with")
 
 
 def _values(log_dir: Path):

@@ -19,8 +19,9 @@ def make_job(tmp_path) -> Iterator[Callable[..., Job]]:
         checkpoints: bool = True,
         unmounted: frozenset[str] = frozenset(),
         cpus: dict[str, str] | None = None,
+        memory: dict[str, int] | None = None,
     ) -> Job:
-        job = Job(tmp_path, replicas, [*FAST, *args], checkpoints, unmounted, cpus)
+        job = Job(tmp_path, replicas, [*FAST, *args], checkpoints, unmounted, cpus, memory)
         jobs.append(job)
         return job
 

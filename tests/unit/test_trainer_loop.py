@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfjob_trainer import inputs, model, options, steps, sync
+from tfjob_trainer import inputs, options, sync, trainable
 from tfjob_trainer.config import Task
 from tfjob_trainer.data import Files
 
@@ -45,17 +45,18 @@ def test_images_are_scaled_to_the_unit_interval(files):
 
 @pytest.mark.parametrize("kind", ["mlp", "cnn"])
 def test_a_call_trains_n_steps_and_counts_them(files, kind):
-    opts = options.parse(["--model", kind, "--hidden-units", "16"])
-    net = model.build_model(kind, 16)
-    optimizer = model.build_optimizer(opts, net)
+    opts = options.parse(["--model", kind, "--hidden-units", "16", "--batch-size", "8"])
+    t = trainable.prepare(opts, files)
+    net, optimizer = t.model, t.optimizer
     step = tf.Variable(4, dtype=tf.int64)
     before = [w.numpy().copy() for w in net.trainable_variables]
     batches = inputs.MemoryBatches(files, 8)
     loop = sync.memory_loop(
-        tf.distribute.get_strategy(), steps.make_step_fn(net, optimizer, 8), step, batches,
+        tf.distribute.get_strategy(), trainable.make_step_fn(t), step, batches,
         jit=kind in sync.XLA_MODELS,
     )  # fmt: skip
-    loss, accuracy = loop(tf.constant(3))
+    loss, (accuracy,) = loop(tf.constant(3))
+    assert t.metrics.names == ["accuracy"]
     assert int(step.numpy()) == 7 and int(optimizer.iterations.numpy()) == 3
     assert np.isfinite(float(loss)) and 0.0 <= float(accuracy) <= 1.0
     assert any(

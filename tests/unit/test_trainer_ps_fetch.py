@@ -33,8 +33,9 @@ class Remote:
         return self.outcome
 
 
-def test_a_fetched_report_is_two_floats():
-    assert ps.fetch_report(Remote((tf.constant(0.5), tf.constant(0.75)))) == (0.5, 0.75)
+def test_a_fetched_report_is_the_loss_and_each_metric_as_floats():
+    fetched = (tf.constant(0.5), (tf.constant(0.75), tf.constant(2.0)))
+    assert ps.fetch_report(Remote(fetched)) == (0.5, (0.75, 2.0))
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ from typing import Any, NoReturn
 
 from tfjob_protocol.result import Result
 
-from . import STARTED, TaskFailed, config, options, strategies
+from . import STARTED, TaskFailed, UsageError, config, options, strategies
 from .result import line
 
 log = logging.getLogger("tfjob_trainer")
@@ -46,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         task = config.parse(os.environ.get("TF_CONFIG"), socket.gethostname())
         strategy = config.resolve_strategy(opts.strategy, task)
         check_evaluator(opts, task, strategy)
+        check_plugins(opts, strategy)
     except (config.ConfigError, ValueError) as e:
         print(f"tfjob-trainer: configuration error: {e}", file=sys.stderr, flush=True)
         return EXIT_CONFIG
@@ -68,6 +69,11 @@ def main(argv: list[str] | None = None) -> int:
         summary = run(opts, task, strategy)
     except KeyboardInterrupt:
         return 130
+    except UsageError as e:
+        # Found once TensorFlow runs (a function that does not import, an input that does not
+        # fit the model): the user's to fix, in one line, not a retry.
+        print(f"tfjob-trainer: {e}", file=sys.stderr, flush=True)
+        exit_now(EXIT_CONFIG)
     except TaskFailed as e:
         log.error("%s %s", role, e)
         exit_now(EXIT_PEER_LOST)  # at once: peers waiting on this task learn of it from its exit
@@ -109,6 +115,17 @@ def check_evaluator(opts: options.Options, task: config.Task | None, strategy: s
         raise config.ConfigError(
             "the evaluator reads TF2 checkpoints; between-graph writes "
             "TF1 ones: drop the Evaluator or use another strategy"
+        )
+
+
+def check_plugins(opts: options.Options, strategy: str) -> None:
+    """Between-graph training runs TF1 graphs, where Keras 3 models cannot be built: only the
+    built-in MNIST model and input have a graph-mode form."""
+    if strategy == "between-graph" and not (opts.builtin_model and opts.builtin_input):
+        raise config.ConfigError(
+            "between-graph (TF1 graph mode) trains only the built-in MNIST models: Keras 3 "
+            "cannot build a model in graph mode. Use --strategy parameter-server (the same "
+            "asynchronous ps/worker topology) or multi-worker-mirrored"
         )
 
 
@@ -182,13 +199,17 @@ def run(opts: options.Options, task: config.Task | None, strategy: str) -> Resul
     # node) before each started its own CPU-bound work.
     with clock.part("import"), _hidden("sklearn"):
         runner = strategies.runner(strategies.EVALUATOR if evaluator else strategy)
+        check_functions(opts, task)
         from . import threads
 
         threads.configure()  # before TensorFlow's first op
     with clock.part("data"):
         from . import data
 
-        files = None if (task and task.type == "ps") else data.prepare(opts.dataset, opts.data_dir)
+        serves = task is not None and task.type == "ps"
+        files = (
+            None if serves or not opts.builtin_input else data.prepare(opts.dataset, opts.data_dir)
+        )
     if files is not None:
         log.info(
             "data: %s (%d train, %d test examples)", files.source, files.train_size, files.test_size
@@ -201,6 +222,25 @@ def run(opts: options.Options, task: config.Task | None, strategy: str) -> Resul
     if summary is not None and summary.get("first_step_sec") is not None:
         log.info("start-up: first step %.2f s after process start", summary["first_step_sec"])
     return summary
+
+
+def check_functions(opts: options.Options, task: config.Task | None) -> None:
+    """Import the user's functions and check their arguments before waiting for any peer: a
+    typo fails this task in seconds, not after the cluster has formed. Parameter servers run
+    no user code."""
+    if task is not None and task.type == "ps":
+        return
+    evaluator = task is not None and task.type == "evaluator"
+    if evaluator and opts.eval_input is None and not opts.builtin_input:
+        raise UsageError(
+            f"the Evaluator needs --eval-input for {opts.model}: a function returning one "
+            "pass over the evaluation data"
+        )
+    from . import model, trainable
+
+    model.model_plugin(opts)
+    trainable.input_plugin(opts)
+    trainable.input_plugin(opts, "eval-input")
 
 
 @contextlib.contextmanager

@@ -354,7 +354,7 @@ def train(
             # Async, the global step moves under every worker: log on crossing a multiple.
             crossed = current // opts.log_every > last // opts.log_every
             if export and (crossed or current >= opts.steps):
-                progress.report(current, loss, accuracy)
+                progress.report(current, loss, {"accuracy": accuracy})
                 _write_scalars(
                     writer,
                     current,

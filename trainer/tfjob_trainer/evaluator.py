@@ -1,25 +1,25 @@
-"""The Evaluator: follows the chief's checkpoints and writes test accuracy for TensorBoard.
+"""The Evaluator: follows the chief's checkpoints and scores each on the evaluation input
+(`--eval-input`, or MNIST's test set), writing the loss and the compiled metrics for
+TensorBoard.
 
-It is not part of the training cluster; it only reads checkpoints from the shared directory.
-`checkpoints_iterator` may skip a checkpoint written while an evaluation runs, so the final one
-is evaluated explicitly before it exits 0.
+It is not part of the training cluster; it only reads checkpoints from the shared directory, and
+evaluates in one process with Keras' own `Model.evaluate`, so every compiled metric counts,
+stateful ones (AUC, precision, ...) included. `checkpoints_iterator` may skip a checkpoint
+written while an evaluation runs, so the final one is evaluated explicitly before it exits 0.
 """
 
 from __future__ import annotations
 
 import logging
 
-import numpy as np
 import tensorflow as tf
 
 from tfjob_protocol.result import Result
 
-from . import result, summaries
+from . import UsageError, result, summaries, trainable
 from .config import Task
-from .data import Files, read_test
-from .model import build_model
+from .data import Files
 from .options import Options
-from .steps import per_example_loss
 
 log = logging.getLogger(__name__)
 
@@ -27,27 +27,30 @@ log = logging.getLogger(__name__)
 def run(opts: Options, files: Files | None, task: Task | None) -> Result:
     """Evaluate each new checkpoint until one of the last step; `task` plays no part (the
     evaluator is outside the training cluster)."""
-    assert files is not None
-    model = build_model(opts.model, opts.hidden_units)
+    if trainable.eval_batches(opts, files) is None:
+        raise UsageError(
+            f"the Evaluator needs --eval-input for {opts.model}: a function returning one pass "
+            "over the evaluation data"
+        )
+    t = trainable.prepare(opts, files, "eval-input")
     step = tf.Variable(0, dtype=tf.int64, trainable=False)
-    checkpoint = tf.train.Checkpoint(step=step, model=model)
+    checkpoint = tf.train.Checkpoint(step=step, model=t.model)
     writer = summaries.writer(opts, "eval")
-    x, y = read_test(files)
-    x = x.astype(np.float32) / 255.0
-    evaluated: list[tuple[int, float, float]] = []
+    evaluated: list[tuple[int, dict[str, float]]] = []
 
     def evaluate(path: str) -> int:
         checkpoint.restore(path).expect_partial()
-        logits = model(x, training=False)
-        loss = float(tf.reduce_mean(per_example_loss(y.astype(np.int32), logits)))
-        accuracy = float(np.mean(np.argmax(np.asarray(logits), axis=1) == y))
+        batches = trainable.eval_batches(opts, files)
+        scores = {
+            k: float(v) for k, v in t.model.evaluate(batches, verbose=0, return_dict=True).items()
+        }
         at = int(step.numpy())
         with writer.as_default(step=at):
-            tf.summary.scalar("accuracy", accuracy)
-            tf.summary.scalar("loss", loss)
+            for name, value in scores.items():
+                tf.summary.scalar(name, value)
         writer.flush()
-        print(f"eval step {at}, accuracy = {accuracy:.4f}, loss = {loss:.3f}", flush=True)
-        evaluated.append((at, accuracy, loss))
+        print(f"eval step {at}, {line(scores)}", flush=True)
+        evaluated.append((at, scores))
         return at
 
     last_path = None
@@ -62,5 +65,11 @@ def run(opts: Options, files: Files | None, task: Task | None) -> Result:
         evaluate(latest)
     if not evaluated or evaluated[-1][0] < opts.steps:
         raise TimeoutError(f"no checkpoint of step {opts.steps} within {opts.eval_timeout:.0f}s")
-    at, accuracy, loss = evaluated[-1]
-    return result.evaluated(steps=at, test_accuracy=accuracy, loss=loss, evaluations=len(evaluated))
+    at, scores = evaluated[-1]
+    return result.evaluated(steps=at, evaluation=scores, evaluations=len(evaluated))
+
+
+def line(scores: dict[str, float]) -> str:
+    """`accuracy = 0.9712, loss = 0.101`: the metrics, then the loss."""
+    metrics = [f"{k} = {v:.4f}" for k, v in scores.items() if k != "loss"]
+    return ", ".join([*metrics, f"loss = {scores['loss']:.3f}"])

@@ -1,17 +1,24 @@
-"""The Keras model every TF2 strategy trains, and its optimizer. Between-graph training builds
-the same weights by hand (Keras 3 does not run in graph mode), in this model's weight order, so
-its export loads into `build_model`."""
+"""The model a TF2 strategy trains: built by a `--model` function (the built-in MNIST ones are
+two of them), compiled by it or by `--loss`, with its optimizer built before a checkpoint
+restores the optimizer's slots.
+
+Between-graph training builds the MNIST weights by hand (Keras 3 does not run in graph mode),
+in `build_model`'s weight order, so its export loads into `build_model`.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 import keras
 
+from . import UsageError, plugins
 from .data import IMAGE_BYTES
 from .options import Options
 
 
 def build_model(kind: str, hidden_units: int = 500) -> keras.Model:
-    """mlp: 784-500-10 as in the classic recipes; cnn: two conv blocks."""
+    """mlp: 784-500-10 as in the classic recipes; cnn: two conv blocks. Uncompiled."""
     if kind == "mlp":
         layers = [keras.layers.Dense(hidden_units, activation="relu"), keras.layers.Dense(10)]
     else:
@@ -28,8 +35,68 @@ def build_model(kind: str, hidden_units: int = 500) -> keras.Model:
     return keras.Sequential([keras.Input((IMAGE_BYTES,)), *layers], name=f"mnist_{kind}")
 
 
-def build_optimizer(opts: Options, model: keras.Model) -> keras.optimizers.Optimizer:
-    """Adam, built now so that its slots exist before a checkpoint restores them."""
-    optimizer = keras.optimizers.Adam(opts.learning_rate)
+def _mnist(kind: str, hidden_units: int, learning_rate: float) -> keras.Model:
+    model = build_model(kind, hidden_units)
+    model.compile(
+        optimizer=keras.optimizers.Adam(learning_rate),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
+    return model
+
+
+def mlp(*, hidden_units: int = 500, learning_rate: float = 0.001) -> keras.Model:
+    """`--model mlp`: the classic MNIST MLP, compiled as any user's model is."""
+    return _mnist("mlp", hidden_units, learning_rate)
+
+
+def cnn(*, hidden_units: int = 500, learning_rate: float = 0.001) -> keras.Model:
+    """`--model cnn` (`hidden_units` is the MLP's and plays no part here)."""
+    return _mnist("cnn", hidden_units, learning_rate)
+
+
+def model_plugin(opts: Options) -> plugins.Plugin:
+    """The `--model` function with its arguments; the trainer's own values go to a function
+    that has such parameters: `--learning-rate` when given (a user's function keeps its own
+    default otherwise), the built-ins' `hidden_units`."""
+    offered: dict[str, Any] = {}
+    if opts.builtin_model or opts.learning_rate_given:
+        offered["learning_rate"] = opts.learning_rate
+    if opts.builtin_model:
+        offered["hidden_units"] = opts.hidden_units
+    return plugins.bind(
+        "model", opts.model_spec, opts.model_args, offered=offered, args_flag="model-arg"
+    )
+
+
+def build(opts: Options, plugin: plugins.Plugin | None = None) -> keras.Model:
+    """Call the `--model` function (in the caller's strategy scope), compile it from `--loss`
+    when it comes uncompiled, and build its optimizer."""
+    plugin = plugin or model_plugin(opts)
+    model = plugin()
+    if not isinstance(model, keras.Model):
+        raise UsageError(f"{plugin} returned a {type(model).__name__}, not a keras.Model")
+    if getattr(model, "optimizer", None) is None or not model.compiled:
+        if opts.loss is None:
+            raise UsageError(
+                f"{plugin} returned a model that is not compiled: compile it (optimizer, loss, "
+                "metrics) in the function, or give --loss (and --optimizer, --metrics)"
+            )
+        model.compile(
+            optimizer=keras.optimizers.get(
+                {"class_name": opts.optimizer, "config": {"learning_rate": opts.learning_rate}}
+            ),
+            loss=opts.loss,
+            metrics=list(opts.metrics),
+        )
+    if getattr(model, "_compile_loss", None) is None and not model.losses:
+        raise UsageError(f"{plugin} returned a model compiled without a loss: give it one")
+    return model
+
+
+def build_optimizer(model: keras.Model) -> keras.optimizers.Optimizer:
+    """The compiled optimizer, built now so that its slots exist before a checkpoint restores
+    them."""
+    optimizer = model.optimizer
     optimizer.build(model.trainable_variables)
     return optimizer

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from . import plugins
 from .config import STRATEGIES
 
 
@@ -32,6 +33,29 @@ class Options:
     eval_timeout: float
     export_dir_given: bool = False
     histogram_every: int = 500
+    # Users' own code (`plugins`): None for the built-in MNIST input.
+    model_args: dict[str, Any] = field(default_factory=dict)
+    input: str | None = None
+    input_args: dict[str, Any] = field(default_factory=dict)
+    eval_input: str | None = None
+    loss: str | None = None
+    optimizer: str = "adam"
+    metrics: tuple[str, ...] = ()
+    learning_rate_given: bool = False  # a --model function's own default holds otherwise
+
+    @property
+    def model_spec(self) -> str:
+        """`package.module:function` of the model, the built-in ones included."""
+        return plugins.BUILTIN_MODELS.get(self.model, self.model)
+
+    @property
+    def builtin_model(self) -> bool:
+        return self.model in plugins.BUILTIN_MODELS
+
+    @property
+    def builtin_input(self) -> bool:
+        """MNIST, digits or synthetic, prepared by `data.prepare`."""
+        return self.input is None
 
     @property
     def has_checkpoint_dir(self) -> bool:
@@ -58,9 +82,41 @@ class Options:
 # (flag, argparse settings, help). Every flag falls back to env TFJOB_<FLAG>, e.g. TFJOB_STEPS.
 _FLAGS: list[tuple[str, dict[str, Any], str]] = [
     ("checkpoint-dir", {}, "checkpoints, TensorBoard logs and the export"),
-    ("data-dir", {}, "where MNIST may be (IDX files or mnist.npz)"),
-    ("dataset", {"choices": ("mnist", "digits", "synthetic"), "default": "mnist"}, ""),
-    ("model", {"choices": ("mlp", "cnn"), "default": "mlp"}, "mlp is 784-<hidden-units>-10"),
+    ("data-dir", {}, "the data --input reads, or where MNIST may be (IDX files or mnist.npz)"),
+    (
+        "dataset",
+        {"choices": ("mnist", "digits", "synthetic"), "default": "mnist"},
+        "the built-in input's data, when there is no --input",
+    ),
+    (
+        "model",
+        {"default": "mlp"},
+        "mlp (784-<hidden-units>-10) or cnn on MNIST, or package.module:function returning your "
+        "keras.Model, compiled (or give --loss)",
+    ),
+    (
+        "model-arg",
+        {"action": "append", "metavar": "KEY=VALUE"},
+        "a keyword argument of the --model function, repeatable; values parse as JSON or stay "
+        "strings",
+    ),
+    (
+        "input",
+        {},
+        "package.module:function taking a tf.distribute.InputContext and returning a repeated "
+        "tf.data.Dataset of (features, labels) batches, per replica (gets batch_size and "
+        "data_dir when it has those parameters)",
+    ),
+    ("input-arg", {"action": "append", "metavar": "KEY=VALUE"}, "a keyword argument of --input"),
+    (
+        "eval-input",
+        {},
+        "like --input, for the Evaluator and the chief's final evaluation: one pass over the "
+        "evaluation data (takes the --input-arg arguments it has parameters for)",
+    ),
+    ("loss", {}, "a Keras loss (e.g. mse) to compile a --model that comes uncompiled"),
+    ("optimizer", {"default": "adam"}, "a Keras optimizer name, with --loss"),
+    ("metrics", {}, "comma-separated Keras metrics, with --loss (e.g. mae)"),
     ("hidden-units", {"type": int, "default": "500"}, "width of the mlp's hidden layer"),
     ("steps", {"type": int, "default": "1000"}, "global steps to train"),
     ("batch-size", {"type": int, "default": "100"}, "examples per replica per step"),
@@ -104,11 +160,16 @@ _FLAGS: list[tuple[str, dict[str, Any], str]] = [
 ]
 
 
+def _default(flag: str) -> Any:
+    return next(declared.get("default") for f, declared, _ in _FLAGS if f == flag)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tfjob-trainer",
         description=(
-            "Train MNIST with TensorFlow as the task TF_CONFIG names: parameter server, worker, "
+            "Train a Keras model (MNIST built in, or your own) with TensorFlow as the task "
+            "TF_CONFIG names: parameter server, worker, "
             "chief or evaluator. Every flag also reads the env var shown."
         ),
     )
@@ -118,6 +179,9 @@ def build_parser() -> argparse.ArgumentParser:
         if settings.get("action") == "store_true":
             settings["default"] = os.environ.get(env, "") == "1"
             shown = f"{env}=1"
+        elif settings.get("action") == "append":
+            # Flags replace the environment's pairs: argparse appends to a default list.
+            shown = f'{env}="k=v k2=v2"'
         else:
             # argparse converts a string default with `type`, so env values are checked too.
             settings["default"] = os.environ.get(env, declared.get("default"))
@@ -142,6 +206,17 @@ def parse(argv: list[str] | None = None) -> Options:
     # Parameter servers and serving workers get no checkpoint volume: "" stands for none, and
     # the roles that write checkpoints get a temporary one (`__main__.writes_checkpoints`).
     ckpt = Path(args.checkpoint_dir or "")
+    model_args = plugins.parse_args(
+        "model-arg", args.model_arg or plugins.split_env_args(os.environ.get("TFJOB_MODEL_ARG"))
+    )
+    input_args = plugins.parse_args(
+        "input-arg", args.input_arg or plugins.split_env_args(os.environ.get("TFJOB_INPUT_ARG"))
+    )
+    if ":" not in args.model and args.model not in plugins.BUILTIN_MODELS:
+        raise ValueError(
+            f"--model {args.model!r}: one of {', '.join(plugins.BUILTIN_MODELS)}, or your own as "
+            "package.module:function"
+        )
     return Options(
         checkpoint_dir=ckpt,
         data_dir=Path(args.data_dir) if args.data_dir else None,
@@ -162,4 +237,12 @@ def parse(argv: list[str] | None = None) -> Options:
         eval_timeout=args.eval_timeout,
         export_dir_given=bool(args.export_dir),
         histogram_every=args.histogram_every,
+        model_args=model_args,
+        input=args.input or None,
+        input_args=input_args,
+        eval_input=args.eval_input or None,
+        loss=args.loss or None,
+        optimizer=args.optimizer,
+        metrics=tuple(m.strip() for m in (args.metrics or "").split(",") if m.strip()),
+        learning_rate_given=args.learning_rate != float(_default("learning-rate")),
     )

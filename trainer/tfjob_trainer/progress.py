@@ -38,7 +38,7 @@ class Progress:
         step, at = self.first_report
         return (self.last_step - step) * self.global_batch / (self.last_time - at)
 
-    def report(self, step: int, loss: float, accuracy: float) -> None:
+    def report(self, step: int, loss: float, metrics: dict[str, float]) -> None:
         now = time.perf_counter()
         if self.first_step_at is None:
             self.first_step_at = now - self.started
@@ -60,7 +60,8 @@ class Progress:
         if self.writer is not None:
             with self.writer.as_default(step=step):
                 tf.summary.scalar("loss", loss)
-                tf.summary.scalar("accuracy", accuracy)
+                for name, value in metrics.items():
+                    tf.summary.scalar(name, value)
             self.writer.flush()
             if self.details is not None and self.weights is not None:
                 self.details.write(self.writer, step, self.weights())

@@ -19,15 +19,13 @@ import tensorflow as tf
 
 from tfjob_protocol.result import Result
 
-from . import TaskFailed, inputs, keras_export, result, summaries, threads
+from . import TaskFailed, inputs, keras_export, memory, result, summaries, threads, trainable
 from .checkpoints import Checkpoints
 from .config import Task
 from .data import Files
-from .model import build_model, build_optimizer
 from .options import Options
 from .progress import Progress
 from .serving import serve_until_stopped
-from .steps import make_step_fn, test_accuracy
 
 log = logging.getLogger(__name__)
 _HELD: list[Any] = []  # the coordinator's objects, alive until the process exits
@@ -38,6 +36,8 @@ def run(opts: Options, files: Files | None, task: Task | None) -> Result | None:
     assert task is not None, "parameter-server needs a cluster (TF_CONFIG)"
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     if task.type in ("ps", "worker"):
+        if task.type == "ps":
+            memory.write_budget(task.cluster["ps"][task.index].rpartition(":")[2])
         server = tf.distribute.Server(
             resolver.cluster_spec(),
             job_name=task.type,
@@ -49,9 +49,10 @@ def run(opts: Options, files: Files | None, task: Task | None) -> Result | None:
         log.info("%s %d serving on %s", task.type, task.index, server.target)
         serve_until_stopped(server)
         return None
-    assert files is not None
+    assert files is not None or not opts.builtin_input
     _wait_listening(task, opts.peer_timeout)
     strategy = tf.distribute.ParameterServerStrategy(resolver)
+    check_memory(opts, files, task)
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     io_device = f"/job:{task.type}/replica:0/task:{task.index}/device:CPU:0"
     try:
@@ -64,6 +65,18 @@ def run(opts: Options, files: Files | None, task: Task | None) -> Result | None:
         raise TaskFailed(f"the connection to {peer} failed ({first})") from e
 
 
+def check_memory(opts: Options, files: Files | None, task: Task) -> None:
+    """Before any variable goes to a parameter server: do they fit? A copy of the model is
+    built here, on the chief, only when a PS has a memory limit to compare with."""
+    addresses = task.cluster.get("ps", [])
+    budgets = memory.read_budgets(addresses)
+    if not budgets:
+        return
+    probe = trainable.prepare(opts, files)
+    sizes, names = memory.variable_bytes(probe.model, probe.optimizer)
+    memory.check(sizes, names, budgets, len(addresses), str(probe.plugin))
+
+
 # How a lost peer (or its connection) surfaces on the chief.
 PEER_LOST = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError)
 
@@ -74,15 +87,15 @@ def from_ps(error: tf.errors.OpError) -> bool:
     return "remote target /job:ps" in str(error)
 
 
-def fetch_report(remote: Any) -> tuple[float, float] | None:
-    """A closure's (loss, accuracy), or None when the worker that holds them is gone.
+def fetch_report(remote: Any) -> tuple[float, tuple[float, ...]] | None:
+    """A closure's (loss, metrics), or None when the worker that holds them is gone.
 
     A closure's outputs stay on its worker until fetched: a worker lost between the end of
     the closure and the fetch takes them along. The steps it ran are on the parameter
     servers already, so only this report is lost; the coordinator re-runs what the worker
     had not finished elsewhere. A lost parameter server still fails the chief."""
     try:
-        loss, acc = remote.fetch()
+        loss, metrics = remote.fetch()
     except PEER_LOST as e:
         if from_ps(e):
             raise
@@ -91,7 +104,7 @@ def fetch_report(remote: Any) -> tuple[float, float] | None:
             "a worker was lost before its progress was fetched (%s); training goes on", first
         )
         return None
-    return float(loss), float(acc)
+    return float(loss), tuple(float(m) for m in metrics)
 
 
 SAVE_TRIES = 3
@@ -131,7 +144,7 @@ def _wait_listening(task: Task, timeout: float) -> None:
 
 def coordinate(
     opts: Options,
-    files: Files,
+    files: Files | None,
     strategy: tf.distribute.ParameterServerStrategy,
     coordinator: tf.distribute.coordinator.ClusterCoordinator,
     io_device: str | None = None,
@@ -139,27 +152,36 @@ def coordinate(
     """Train as the coordinator; checkpoints are read and written on `io_device` (the
     coordinator's own CPU), so the parameter servers need no access to the directory."""
     with strategy.scope():
-        model = build_model(opts.model, opts.hidden_units)
-        optimizer = build_optimizer(opts, model)
+        t = trainable.prepare(opts, files)
         step = tf.Variable(0, dtype=tf.int64, trainable=False)
+    model, optimizer = t.model, t.optimizer
     ckpts = Checkpoints(opts.checkpoint_dir, step, model, optimizer, io_device=io_device)
     start_step = ckpts.restore()
+    user_input = trainable.input_plugin(opts)
 
-    def per_worker_dataset() -> tf.data.Dataset:
-        # Runs on each worker, reading that worker's copy of the record files; no fixed seed,
-        # so workers see different batches.
-        return inputs.train_dataset(files, opts.batch_size, seed=None)
+    if user_input is not None:
+        # Each worker runs the user's function with its own InputContext (its shard).
+        per_worker: Any = strategy.distribute_datasets_from_function(
+            lambda ctx: trainable.dataset(user_input, ctx)
+        )
+    else:
 
-    iterator = iter(coordinator.create_per_worker_dataset(per_worker_dataset))
-    step_fn = make_step_fn(model, optimizer, opts.batch_size)
+        def per_worker() -> tf.data.Dataset:
+            # Runs on each worker, reading that worker's copy of the record files; no fixed
+            # seed, so workers see different batches.
+            assert files is not None
+            return inputs.train_dataset(files, opts.batch_size, seed=None)
+
+    iterator = iter(coordinator.create_per_worker_dataset(per_worker))
+    step_fn = trainable.make_step_fn(t)
 
     @tf.function
-    def train_steps(it: Any, n: int) -> tuple[tf.Tensor, tf.Tensor]:
+    def train_steps(it: Any, n: int) -> tuple[tf.Tensor, tuple[tf.Tensor, ...]]:
         for _ in tf.range(n - 1):
             strategy.run(step_fn, args=next(it))
-        loss, acc = strategy.run(step_fn, args=next(it))
+        out = strategy.run(step_fn, args=next(it))
         step.assign_add(n)  # one write to the parameter server per closure, not per step
-        return loss, acc
+        return out
 
     progress = Progress(
         summaries.writer(opts),
@@ -169,7 +191,7 @@ def coordinate(
         weights=lambda: model.trainable_variables,
     )
     scheduled = start_step
-    loss = acc = 0.0
+    loss, metrics = 0.0, {n: 0.0 for n in t.metrics.names}
     started = time.perf_counter()
     while scheduled < opts.steps:
         n = min(opts.per_call(one_device=False), opts.steps - scheduled)
@@ -178,8 +200,8 @@ def coordinate(
         if scheduled // opts.log_every > before // opts.log_every or scheduled >= opts.steps:
             fetched = fetch_report(remote)
             if fetched is not None:
-                loss, acc = fetched
-                progress.report(int(step.numpy()), loss, acc)
+                loss, metrics = fetched[0], trainable.named(t.metrics.names, fetched[1])
+                progress.report(int(step.numpy()), loss, metrics)
         if scheduled // opts.checkpoint_every > before // opts.checkpoint_every:
             coordinator.join()
             save_checkpoint(ckpts)
@@ -201,8 +223,8 @@ def coordinate(
         examples_per_step=opts.batch_size,
         elapsed=elapsed,
         loss=loss,
-        train_accuracy=acc,
-        test_accuracy=test_accuracy(model, files),
+        metrics=metrics,
+        evaluation=trainable.evaluate(opts, t, files),
         examples_per_sec=progress.steady_examples_per_sec(),
         first_step_sec=progress.first_step_at,
         checkpoint=ckpts.latest,

@@ -17,24 +17,32 @@ def trained(
     examples_per_step: int,
     elapsed: float,
     loss: float,
-    train_accuracy: float,
-    test_accuracy: float | None,
     examples_per_sec: float | None,
     first_step_sec: float | None,
     checkpoint: str | None,
     export: str | None,
     replicas: int | None = None,
     local_steps: int | None = None,
+    metrics: dict[str, float] | None = None,
+    evaluation: dict[str, float] | None = None,
+    train_accuracy: float | None = None,
+    test_accuracy: float | None = None,
 ) -> Result:
     """A training task's result. The wall-clock throughput counts the whole loop, start-up
     and tracing included, over the steps this run trained: `examples_per_step` global-batch
-    examples each. `replicas` and `local_steps` appear only where a strategy counts them."""
+    examples each. `replicas` and `local_steps` appear only where a strategy counts them.
+    `metrics` are the compiled ones at the last report, `evaluation` the loss and metrics over
+    the evaluation input; a model with an "accuracy" metric (MNIST's) also gets the two
+    accuracies as fields of their own."""
+    if train_accuracy is None and metrics:
+        train_accuracy = metrics.get("accuracy")
+    if test_accuracy is None and evaluation:
+        test_accuracy = evaluation.get("accuracy")
     result = Result(
         strategy=strategy,
         steps=steps,
         trained_steps=trained_steps,
         loss=loss,
-        train_accuracy=train_accuracy,
         test_accuracy=test_accuracy,
         examples_per_sec=examples_per_sec,
         wall_examples_per_sec=(
@@ -44,6 +52,12 @@ def trained(
         checkpoint=checkpoint,
         export=export,
     )
+    if train_accuracy is not None:
+        result["train_accuracy"] = train_accuracy
+    if metrics is not None:
+        result["metrics"] = metrics
+    if evaluation is not None:
+        result["evaluation"] = evaluation
     if replicas is not None:
         result["replicas"] = replicas
     if local_steps is not None:
@@ -51,13 +65,14 @@ def trained(
     return result
 
 
-def evaluated(*, steps: int, test_accuracy: float, loss: float, evaluations: int) -> Result:
+def evaluated(*, steps: int, evaluation: dict[str, float], evaluations: int) -> Result:
     """The evaluator's result: the last checkpoint it scored, and how many it scored."""
     return Result(
         strategy="evaluator",
         steps=steps,
-        test_accuracy=test_accuracy,
-        loss=loss,
+        test_accuracy=evaluation.get("accuracy"),
+        loss=evaluation["loss"],
+        evaluation=evaluation,
         evaluations=evaluations,
     )
 

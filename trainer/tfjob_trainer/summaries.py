@@ -32,9 +32,11 @@ def writer(opts: Options, name: str = "train") -> Any:
     return tf.summary.create_file_writer(str(opts.log_dir / name))
 
 
-def details(opts: Options, files: Files) -> Details:
-    """Weight histograms every --histogram-every steps, and a few input images, once."""
-    return Details(opts.histogram_every, sample_images(files))
+def details(opts: Options, files: Files | None) -> Details:
+    """Weight histograms every --histogram-every steps, and a few input images, once (for the
+    built-in MNIST input; a user's features need not be images)."""
+    images = sample_images(files) if files is not None and opts.builtin_input else None
+    return Details(opts.histogram_every, images)
 
 
 def sample_images(files: Files, count: int = IMAGES) -> np.ndarray:
@@ -55,7 +57,7 @@ class Details:
     """When to write the histograms, and the images to show once."""
 
     every: int
-    images: np.ndarray
+    images: np.ndarray | None
     last: int | None = None
     images_written: bool = False
 
@@ -69,7 +71,7 @@ class Details:
         with writer.as_default(step=step):
             for w in weights:
                 tf.summary.histogram(tag(w), np.asarray(w.numpy()), buckets=BUCKETS)
-            if not self.images_written:
+            if not self.images_written and self.images is not None:
                 tf.summary.image("input", self.images[..., None], max_outputs=len(self.images))
         writer.flush()
         self.last, self.images_written = step, True
@@ -81,7 +83,7 @@ class Details:
         if writer is None or not self.due(step):
             return
         values = [v1.Summary.Value(tag=t, histo=histogram_proto(a)) for t, a in read()]
-        if not self.images_written:
+        if not self.images_written and self.images is not None:
             values += [
                 v1.Summary.Value(tag=f"input/image/{i}", image=image_proto(img))
                 for i, img in enumerate(self.images)

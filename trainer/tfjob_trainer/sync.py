@@ -9,20 +9,20 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import tensorflow as tf
 
 from tfjob_protocol.result import Result
 
-from . import TaskFailed, keras_export, result, summaries
+from . import TaskFailed, keras_export, result, summaries, trainable
 from .checkpoints import Checkpoints
 from .config import Task
 from .data import Files
 from .inputs import MemoryBatches, train_dataset
-from .model import build_model, build_optimizer
 from .options import Options
 from .progress import Progress
-from .steps import StepFn, make_step_fn, test_accuracy
+from .trainable import StepFn
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,6 @@ log = logging.getLogger(__name__)
 def mirrored(opts: Options, files: Files | None, task: Task | None) -> Result:
     """One process, every local device (or `--cpu-devices` logical CPUs), gradients averaged.
     (`task` is there for the one signature of `strategies`: there is no cluster to join.)"""
-    assert files is not None
     devices = None
     if opts.cpu_devices > 1:
         cpu = tf.config.list_physical_devices("CPU")[0]
@@ -62,7 +61,7 @@ _NOT_CAUSE = ("Additional GRPC", "The error could", "The tasks have", "\t", "[["
 
 def multi_worker(opts: Options, files: Files | None, task: Task | None) -> Result:
     """Every worker (and the chief, if any) trains; the chief saves for real."""
-    assert files is not None and task is not None, "multi-worker-mirrored needs TF_CONFIG"
+    assert task is not None, "multi-worker-mirrored needs TF_CONFIG"
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     try:
         return train(
@@ -109,29 +108,35 @@ def memory_loop(
     step: tf.Variable,
     batches: MemoryBatches,
     jit: bool,
-) -> Callable[[tf.Tensor], tuple[tf.Tensor, tf.Tensor]]:
+) -> Callable[[tf.Tensor], tuple[tf.Tensor, tuple[tf.Tensor, ...]]]:
     """`n` steps in one call, each process's one replica fed from the data in memory, gathered
     in the graph. On one device and for the models XLA speeds up, the whole loop is one
     compiled computation. Under a strategy, tf.data's distributed iterator slowed a one-core
     worker down on the CNN (MultiWorkerMirrored, and Mirrored on one device, alike); batches
     drawn in the graph keep the single process's pace."""
-    total = tf.distribute.ReduceOp.SUM
 
-    def train_steps(n: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    def train_steps(n: tf.Tensor) -> tuple[tf.Tensor, tuple[tf.Tensor, ...]]:
         first, n = step.read_value(), tf.cast(n, tf.int64)
         for i in tf.range(n - 1):
             strategy.run(step_fn, args=batches(first + i))
-        loss, accuracy = strategy.run(step_fn, args=batches(first + n - 1))
+        out = strategy.run(step_fn, args=batches(first + n - 1))
         step.assign_add(n)
-        return strategy.reduce(total, loss, axis=None), strategy.reduce(total, accuracy, axis=None)
+        return reduce_sum(strategy, out)
 
     return tf.function(train_steps, jit_compile=jit)
+
+
+def reduce_sum(strategy: tf.distribute.Strategy, out: Any) -> Any:
+    """The step's (loss, metrics) summed over replicas: each replica's share was divided by
+    their number, so the sums are the means."""
+    total = tf.distribute.ReduceOp.SUM
+    return tf.nest.map_structure(lambda v: strategy.reduce(total, v, axis=None), out)
 
 
 def train(
     strategy: tf.distribute.Strategy,
     opts: Options,
-    files: Files,
+    files: Files | None,
     *,
     is_chief: bool,
     name: str,
@@ -141,21 +146,25 @@ def train(
     """The loop of steps every synchronous strategy runs; `single`: one device, no replicas."""
     global_batch = opts.batch_size * strategy.num_replicas_in_sync
     with strategy.scope():
-        model = build_model(opts.model, opts.hidden_units)
-        optimizer = build_optimizer(opts, model)
+        t = trainable.prepare(opts, files)
         step = tf.Variable(
             0,
             dtype=tf.int64,
             trainable=False,
             aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
         )
+    model, optimizer = t.model, t.optimizer
     # Every worker must save (saving is collective); only the chief writes where it counts.
     save_dir = opts.checkpoint_dir if is_chief else Path(tempfile.mkdtemp(prefix="tfjob-ckpt-"))
     ckpts = Checkpoints(save_dir, step, model, optimizer)
     current = ckpts.restore(tf.train.latest_checkpoint(str(opts.checkpoint_dir)))
     start_step = current
+    user_input = trainable.input_plugin(opts)
 
     def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
+        if user_input is not None:
+            return trainable.dataset(user_input, ctx)
+        assert files is not None
         return train_dataset(
             files,
             ctx.get_per_replica_batch_size(global_batch),
@@ -164,28 +173,25 @@ def train(
             seed=start_step,
         )
 
-    step_fn = make_step_fn(model, optimizer, global_batch)
-    if single or len(strategy.extended.worker_devices) == 1:
+    step_fn = trainable.make_step_fn(t)
+    one_replica = single or len(strategy.extended.worker_devices) == 1
+    if one_replica and files is not None and user_input is None:
         # One replica in this process: it draws its own batches (a seed of its own per worker).
         batches = MemoryBatches(files, opts.batch_size, seed=seed)
         jit = single and opts.model in XLA_MODELS
         train_steps = memory_loop(strategy, step_fn, step, batches, jit)
     else:
         iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
-        total = tf.distribute.ReduceOp.SUM
 
         @tf.function
-        def train_steps(n: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-            # Only the last step's loss and accuracy are reduced: across workers each reduce
+        def train_steps(n: tf.Tensor) -> tuple[tf.Tensor, tuple[tf.Tensor, ...]]:
+            # Only the last step's loss and metrics are reduced: across workers each reduce
             # is one more all-reduce.
             for _ in tf.range(n - 1):
                 strategy.run(step_fn, args=next(iterator))
-            per_loss, per_acc = strategy.run(step_fn, args=next(iterator))
+            out = strategy.run(step_fn, args=next(iterator))
             step.assign_add(tf.cast(n, tf.int64))
-            return (
-                strategy.reduce(total, per_loss, axis=None),
-                strategy.reduce(total, per_acc, axis=None),
-            )
+            return reduce_sum(strategy, out)
 
     progress = Progress(
         summaries.writer(opts) if is_chief else None,
@@ -194,7 +200,7 @@ def train(
         details=summaries.details(opts, files) if is_chief else None,
         weights=lambda: model.trainable_variables,
     )
-    loss = acc = 0.0
+    loss, metrics = 0.0, {n: 0.0 for n in t.metrics.names}
     started = time.perf_counter()
     while current < opts.steps:
         n = min(
@@ -203,19 +209,19 @@ def train(
             _boundary(current, opts.log_every),
             _boundary(current, opts.checkpoint_every),
         )
-        loss_t, acc_t = train_steps(tf.constant(n))  # dispatched; read only when logging
+        loss_t, metrics_t = train_steps(tf.constant(n))  # dispatched; read only when logging
         current += n
         if current % opts.log_every == 0 or current == opts.steps:
-            loss, acc = float(loss_t), float(acc_t)
+            loss, metrics = float(loss_t), trainable.named(t.metrics.names, metrics_t)
             if is_chief:
-                progress.report(current, loss, acc)
+                progress.report(current, loss, metrics)
         if current % opts.checkpoint_every == 0 or current == opts.steps:
             ckpts.save()
     elapsed = time.perf_counter() - started
     if start_step >= opts.steps:
         log.info("already trained to step %d; nothing to do", start_step)
     export_path = keras_export.save(model, opts.export_dir if is_chief else save_dir / "export")
-    accuracy = test_accuracy(model, files) if is_chief else None
+    evaluation = trainable.evaluate(opts, t, files) if is_chief else None
     return result.trained(
         name,
         steps=current,
@@ -223,8 +229,8 @@ def train(
         examples_per_step=global_batch,
         elapsed=elapsed,
         loss=loss,
-        train_accuracy=acc,
-        test_accuracy=accuracy,
+        metrics=metrics,
+        evaluation=evaluation,
         examples_per_sec=progress.steady_examples_per_sec(),
         first_step_sec=progress.first_step_at,
         checkpoint=ckpts.latest,

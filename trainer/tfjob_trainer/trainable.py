@@ -1,0 +1,172 @@
+"""What every TF2 strategy trains, the same way for the built-in MNIST model and a user's:
+the model from `--model` built in the strategy's scope and checked against one batch of its
+input, the step, the input functions, and the final evaluation.
+
+A user's mistake found here (an input that is not `(features, labels)`, features that do not
+fit the model, labels that do not fit its loss) is a `UsageError`: every trainer meets it at the
+same point, before its first step, and exits 2 with one line.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from . import UsageError, plugins
+from .data import Files, read_test
+from .metrics import BatchMetrics, check_batch
+from .model import build, build_optimizer, model_plugin
+from .options import Options
+
+log = logging.getLogger(__name__)
+
+StepFn = Callable[..., tuple[tf.Tensor, tuple[tf.Tensor, ...]]]
+EVAL_BATCH = 2000  # the built-in evaluation's batch
+
+
+def input_plugin(opts: Options, flag: str = "input") -> plugins.Plugin | None:
+    """`--input` (or `--eval-input`) bound to its arguments; None for the built-in input."""
+    spec = opts.input if flag == "input" else opts.eval_input
+    if spec is None:
+        return None
+    offered = {
+        "batch_size": opts.batch_size,
+        "data_dir": str(opts.data_dir) if opts.data_dir else None,
+    }
+    given = opts.input_args
+    if flag == "eval-input":
+        # The evaluation's function takes those --input-arg arguments it has parameters for.
+        probe = plugins.load(flag, spec)
+        given = {k: v for k, v in given.items() if k in _parameters(probe)}
+    return plugins.bind(flag, spec, given, offered=offered, positional=1, args_flag="input-arg")
+
+
+def _parameters(function: Callable[..., Any]) -> set[str]:
+    import inspect
+
+    try:
+        return set(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+def dataset(plugin: plugins.Plugin, context: tf.distribute.InputContext) -> tf.data.Dataset:
+    """The user's dataset for one input pipeline."""
+    ds = plugin(context)
+    if not isinstance(ds, tf.data.Dataset):
+        raise UsageError(f"{plugin} returned a {type(ds).__name__}, not a tf.data.Dataset")
+    return ds
+
+
+def sample_batch(opts: Options, files: Files | None, flag: str = "input") -> tuple[Any, Any]:
+    """One batch of the input (`flag`), read here: what the model is built and checked on."""
+    plugin = input_plugin(opts, flag)
+    if plugin is None:
+        assert files is not None
+        x, y = read_test(files)
+        return x[: opts.batch_size].astype(np.float32) / 255.0, y[: opts.batch_size].astype(
+            np.int32
+        )
+    for batch in dataset(plugin, tf.distribute.InputContext()).take(1):
+        return check_batch(str(plugin), batch)
+    raise UsageError(f"{plugin} returned an empty dataset")
+
+
+@dataclass
+class Trainable:
+    model: keras.Model
+    optimizer: keras.optimizers.Optimizer
+    metrics: BatchMetrics
+    plugin: plugins.Plugin
+
+
+def prepare(opts: Options, files: Files | None, flag: str = "input") -> Trainable:
+    """The model, built and checked on a batch of the input `flag`, with its optimizer: call
+    in the strategy's scope, so that the variables are the strategy's."""
+    plugin = model_plugin(opts)
+    model = build(opts, plugin)
+    x, y = sample_batch(opts, files, flag)
+    spec = opts.input if flag == "input" else opts.eval_input
+    where = f"--{flag} {spec}" if spec else f"the built-in {opts.dataset} input"
+    try:
+        y_pred = model(x, training=False)
+    except Exception as e:  # Keras raises ValueError/TypeError/InvalidArgument for shapes
+        raise UsageError(
+            f"{where} yields features {_shapes(x)} that do not fit {plugin}: {_first_line(e)}"
+        ) from None
+    try:
+        model.compute_loss(x=x, y=y, y_pred=y_pred, training=False)
+    except Exception as e:
+        raise UsageError(
+            f"{where} yields labels {_shapes(y)} that do not fit the output {_shapes(y_pred)} "
+            f"of {plugin} and its loss: {_first_line(e)}"
+        ) from None
+    metrics = BatchMetrics(model, y, y_pred)
+    return Trainable(model, build_optimizer(model), metrics, plugin)
+
+
+def _shapes(value: Any) -> str:
+    shapes = tf.nest.map_structure(lambda t: tuple(getattr(t, "shape", ())), value)
+    return str(shapes).replace(" ", "")
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
+
+
+def make_step_fn(t: Trainable) -> StepFn:
+    """One replica's step on a `(features, labels[, sample_weight])` batch: the compiled loss
+    (Keras divides it by the replicas in sync, so replicas' gradients add up), and each
+    metric's batch mean divided likewise, so a SUM across replicas gives the mean."""
+    model, optimizer, metrics = t.model, t.optimizer, t.metrics
+
+    def step_fn(x: Any, y: Any, sample_weight: Any = None) -> tuple[tf.Tensor, tuple]:
+        with tf.GradientTape() as tape:
+            y_pred = model(x, training=True)
+            loss = model.compute_loss(
+                x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True
+            )
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        replicas = tf.distribute.get_replica_context().num_replicas_in_sync
+        return loss, tuple(v / replicas for v in metrics.values(y, y_pred))
+
+    return step_fn
+
+
+def eval_batches(opts: Options, files: Files | None) -> tf.data.Dataset | None:
+    """One pass over the evaluation data: `--eval-input`, or the built-in test set."""
+    plugin = input_plugin(opts, "eval-input")
+    if plugin is not None:
+        return dataset(plugin, tf.distribute.InputContext())
+    if opts.builtin_input and files is not None:
+        x, y = read_test(files)
+        ds = tf.data.Dataset.from_tensor_slices((x.astype(np.float32) / 255.0, y.astype(np.int32)))
+        return ds.batch(EVAL_BATCH)
+    return None
+
+
+def evaluate(opts: Options, t: Trainable, files: Files | None) -> dict[str, float] | None:
+    """Loss and every compiled metric over the evaluation data, by `Model.evaluate` in this
+    process, on a copy of the trained weights outside the training strategy (where Keras'
+    own loops do not run)."""
+    batches = eval_batches(opts, files)
+    if batches is None:
+        return None
+    local = build(opts, t.plugin)
+    x, _ = sample_batch(opts, files)
+    local(x, training=False)
+    local.set_weights([np.asarray(w) for w in t.model.get_weights()])
+    results = local.evaluate(batches, verbose=0, return_dict=True)
+    return {k: float(v) for k, v in results.items()}
+
+
+def named(names: list[str], values: tuple[Any, ...]) -> dict[str, float]:
+    return {n: float(v) for n, v in zip(names, values, strict=True)}
