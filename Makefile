@@ -42,7 +42,7 @@ setup: venv
 
 lint: venv
 	$(PY) -m ruff check .
-	$(PY) -m ruff format --check operator trainer protocol tests benchmarks testbed
+	$(PY) -m ruff format --check operator trainer protocol tests benchmarks testbed examples
 	$(VENV)/bin/lint-imports
 	$(PY) -m mypy
 

@@ -249,7 +249,8 @@ class Node:
             shutil.copy(self.plane.kubeconfig, self.kubeconfig)
             self._step("containerd", self._containerd)
             self._step(
-                "images", lambda: self._import([pause_archive(self.store / "pause"), *archives])
+                "images",
+                lambda: self.import_images([pause_archive(self.store / "pause"), *archives]),
             )
             self._step("kubelet", lambda: self._kubelet(deadline))
             self._step("kube-proxy", lambda: self._kube_proxy(deadline))
@@ -367,7 +368,7 @@ oom_score = 0
             timeout=timeout,
         )
 
-    def _import(self, archives: list[Path]) -> None:
+    def import_images(self, archives: list[Path]) -> None:
         """Import each archive once: a record in the store names what it already holds."""
         record = self.store / "imported.json"
         done = set(json.loads(record.read_text())) if record.exists() else set()

@@ -14,7 +14,11 @@ from tfjob_operator.rules.children import JobRef, cluster_for, desired_children
 from tfjob_trainer import config, options
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted((ROOT / "manifests" / "examples").glob("*.yaml"))
+# ... and a user's project, with functions of its own.
+EXAMPLES = [
+    *sorted((ROOT / "manifests" / "examples").glob("*.yaml")),
+    ROOT / "examples" / "tabular" / "tfjob.yaml",
+]
 
 
 def test_the_examples_exist():
@@ -24,10 +28,11 @@ def test_the_examples_exist():
         "mnist-ps",
         "mnist-sync",
         "mnist-tensorboard",
+        "tfjob",
     ]
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.parent.name + "/" + p.stem)
 def test_example_is_valid_and_every_pod_can_train(path):
     body = yaml.safe_load(path.read_text())
     assert body["apiVersion"] == "tfjob.dev/v1" and body["kind"] == "TFJob"

@@ -210,11 +210,13 @@ def csv_with(directory: Path, second_header: str = "a,b,label", **kwargs) -> Non
     [
         (
             lambda d: datadir.files(None, "*.csv"),
-            "--data-dir is not set: give the directory that holds the input files ('*.csv')",
+            "--data-dir (TFJOB_DATA_DIR) is not set: give the directory that holds the input "
+            "files ('*.csv')",
         ),
         (
             lambda d: datadir.files("", "*.csv"),
-            "--data-dir is not set: give the directory that holds the input files ('*.csv')",
+            "--data-dir (TFJOB_DATA_DIR) is not set: give the directory that holds the input "
+            "files ('*.csv')",
         ),
         (lambda d: datadir.files(d / "nope", "*.csv"), "--data-dir {d}/nope does not exist"),
         (

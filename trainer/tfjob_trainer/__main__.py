@@ -206,10 +206,7 @@ def run(opts: options.Options, task: config.Task | None, strategy: str) -> Resul
     with clock.part("data"):
         from . import data
 
-        serves = task is not None and task.type == "ps"
-        files = (
-            None if serves or not opts.builtin_input else data.prepare(opts.dataset, opts.data_dir)
-        )
+        files = data.prepare(opts.dataset, opts.data_dir) if reads_mnist(opts, task) else None
     if files is not None:
         log.info(
             "data: %s (%d train, %d test examples)", files.source, files.train_size, files.test_size
@@ -222,6 +219,16 @@ def run(opts: options.Options, task: config.Task | None, strategy: str) -> Resul
     if summary is not None and summary.get("first_step_sec") is not None:
         log.info("start-up: first step %.2f s after process start", summary["first_step_sec"])
     return summary
+
+
+def reads_mnist(opts: options.Options, task: config.Task | None) -> bool:
+    """Whether this task reads the built-in data: not a parameter server, not a task whose
+    inputs (the evaluator's is --eval-input) are the user's."""
+    if task is not None and task.type == "ps":
+        return False
+    if task is not None and task.type == "evaluator":
+        return opts.eval_input is None
+    return opts.builtin_input
 
 
 def check_functions(opts: options.Options, task: config.Task | None) -> None:

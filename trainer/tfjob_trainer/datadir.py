@@ -46,7 +46,8 @@ def files(data_dir: str | Path | None, pattern: str) -> list[str]:
     """
     if data_dir is None or str(data_dir) == "":
         raise UsageError(
-            f"--data-dir is not set: give the directory that holds the input files ({pattern!r})"
+            "--data-dir (TFJOB_DATA_DIR) is not set: give the directory that holds the input "
+            f"files ({pattern!r})"
         )
     root = Path(data_dir)
     if not root.exists():

@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from tfjob_protocol.result import Result
 
-from . import UsageError, result, summaries, trainable
+from . import UsageError, metrics, result, summaries, trainable
 from .config import Task
 from .data import Files
 from .options import Options
@@ -41,9 +41,8 @@ def run(opts: Options, files: Files | None, task: Task | None) -> Result:
     def evaluate(path: str) -> int:
         checkpoint.restore(path).expect_partial()
         batches = trainable.eval_batches(opts, files)
-        scores = {
-            k: float(v) for k, v in t.model.evaluate(batches, verbose=0, return_dict=True).items()
-        }
+        assert batches is not None  # checked before the first checkpoint
+        scores = metrics.evaluate(t.model, batches)
         at = int(step.numpy())
         with writer.as_default(step=at):
             for name, value in scores.items():

@@ -86,13 +86,15 @@ def resident_bytes(status: Path = Path("/proc/self/status")) -> int:
 
 
 def write_budget(port: int | str) -> None:
-    """A PS, before it serves: its budget, for the chief to read."""
+    """A PS, before it serves: its budget, for the chief to read (and none left from an
+    earlier process on the same port when it has no limit)."""
     limit = cgroup_limit()
-    if limit is None:
-        return
     path = budget_path(port)
     try:
-        path.write_text(json.dumps({"limit": limit, "used": resident_bytes()}))
+        if limit is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.write_text(json.dumps({"limit": limit, "used": resident_bytes()}))
     except OSError as e:
         log.warning("cannot write the memory budget %s (%s): the chief will not check it", path, e)
 
@@ -129,10 +131,8 @@ def variable_bytes(model: Any, optimizer: Any) -> tuple[list[int], list[str]]:
     import numpy as np
 
     def size(v: Any) -> int:
-        return (
-            int(np.prod(v.shape))
-            * np.dtype(v.dtype.name if hasattr(v.dtype, "name") else v.dtype).itemsize
-        )
+        # Keras variables name their dtype as a string, TensorFlow's as a DType.
+        return int(np.prod(v.shape)) * np.dtype(getattr(v.dtype, "name", v.dtype)).itemsize
 
     trainable = {id(v) for v in model.trainable_variables}
     slot_bytes = sum(size(v) for v in optimizer.variables if len(v.shape) > 0)

@@ -11,6 +11,7 @@ them as Keras does, in one process.
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -84,7 +85,10 @@ def check_batch(where: str, batch: Any) -> tuple[Any, Any]:
 
 
 def evaluate(model: keras.Model, batches: Iterable[Any]) -> dict[str, float]:
-    """Loss and every compiled metric over a finite dataset, as `Model.evaluate` computes them,
-    in this process (with the model's variables where they live)."""
-    results = model.evaluate(batches, verbose=0, return_dict=True)
+    """Loss and every compiled metric over a finite dataset, by `Model.evaluate`, in this
+    process. Keras warns that the input "ran out of data" whenever it cannot know a dataset's
+    length beforehand (any sharded or interleaved one): one pass is what is asked here."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Your input ran out of data")
+        results = model.evaluate(batches, verbose=0, return_dict=True)
     return {k: float(v) for k, v in results.items()}

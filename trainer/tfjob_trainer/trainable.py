@@ -18,7 +18,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from . import UsageError, plugins
+from . import UsageError, metrics, plugins
 from .data import Files, read_test
 from .metrics import BatchMetrics, check_batch
 from .model import build, build_optimizer, model_plugin
@@ -164,8 +164,7 @@ def evaluate(opts: Options, t: Trainable, files: Files | None) -> dict[str, floa
     x, _ = sample_batch(opts, files)
     local(x, training=False)
     local.set_weights([np.asarray(w) for w in t.model.get_weights()])
-    results = local.evaluate(batches, verbose=0, return_dict=True)
-    return {k: float(v) for k, v in results.items()}
+    return metrics.evaluate(local, batches)
 
 
 def named(names: list[str], values: tuple[Any, ...]) -> dict[str, float]:

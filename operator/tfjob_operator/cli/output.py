@@ -4,6 +4,7 @@ prefix, TensorFlow's C++ start-up chatter hidden, and the closing summary."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from tfjob_operator.rules import status as st
@@ -58,9 +59,17 @@ def summary_lines(
         ("state", f"{state}: {final.get('message', '')}"),
         ("duration", f"{duration:.1f} s"),
         ("steps", chief.get("steps", "-")),
-        ("test accuracy", chief.get("test_accuracy", "-")),
+        evaluated(chief),
         ("checkpoint", chief.get("checkpoint") or checkpoints),
         ("export", chief.get("export", "-")),
         ("tensorboard", tensorboard),
     ]
     return [f"{key:>14}  {value}" for key, value in rows]
+
+
+def evaluated(chief: Mapping[str, Any]) -> tuple[str, Any]:
+    """MNIST's test accuracy, or a user's model's loss and metrics on its evaluation input."""
+    evaluation = chief.get("evaluation")
+    if chief.get("test_accuracy") is None and evaluation:
+        return ("evaluation", ", ".join(f"{k} {v:.4g}" for k, v in evaluation.items()))
+    return ("test accuracy", chief.get("test_accuracy", "-"))

@@ -1,0 +1,102 @@
+"""The example user project's image (examples/tabular/Dockerfile), built with podman FROM the
+trainer image built here, as a user builds theirs FROM the released one.
+
+It shares `images`' podman storage, lock and archive format, so the real node imports it like
+the project's own images. Cached: with the example's files and the trainer image unchanged, the
+image is neither rebuilt nor saved again.
+
+Usage::
+
+    python -m tfjob_testbed.example_image      # the trainer image too, if it is not built
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import time
+from pathlib import Path
+
+from tfjob_testbed import images
+from tfjob_testbed.paths import ROOT
+
+EXAMPLE = ROOT / "examples" / "tabular"
+NAME = "tabular-example"
+
+
+def tag() -> str:
+    """The tag examples/tabular/tfjob.yaml names, as containerd spells it."""
+    return f"{images.REPOSITORY}/{NAME}:{images.app_version()}"
+
+
+def context_files() -> list[Path]:
+    """What the build reads: the Dockerfile, its .dockerignore and the package (the data is
+    generated in the image, and .dockerignore keeps anything else out)."""
+    package = [
+        p
+        for p in (EXAMPLE / "tabular_example").rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+    ]
+    return [EXAMPLE / "Dockerfile", EXAMPLE / ".dockerignore", *sorted(package)]
+
+
+def build_key(trainer_id: str) -> str:
+    """Same key, same image: the example's files, the tag and the trainer image it is FROM."""
+    digest = hashlib.sha256(f"example v1\0{tag()}\0{trainer_id}\0".encode())
+    for path in context_files():
+        digest.update(f"{path.relative_to(EXAMPLE).as_posix()}\0".encode())
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def build() -> images.BuiltImage:
+    """Build the example image on the trainer image (building that first if needed), cached,
+    and save it to an archive for `ctr images import`."""
+    trainer_tags = images.image_tags()["trainer"]
+    with images._locked():
+        trainer_id = images.build("trainer", trainer_tags)
+        stamp = images.images_dir() / f"{NAME}.stamp"
+        key = build_key(trainer_id)
+        stamped_key, _, stamped_id = (stamp.read_text() if stamp.exists() else "").partition(" ")
+        stamped_id = stamped_id.strip()
+        if stamped_key != key or images._podman_quiet_id(tag()) != stamped_id:
+            images._podman(
+                "build",
+                "--file", str(EXAMPLE / "Dockerfile"),
+                # The tag, not the ID: podman resolves it in its own storage, --pull=never.
+                "--build-arg", f"TRAINER_IMAGE={trainer_tags[0]}",
+                "--layers",
+                "--pull=never",
+                "--network=none",  # the example needs nothing from outside
+                *images.ULIMITS,
+                "--tag", tag(),
+                str(EXAMPLE),
+                log=images.images_dir() / "logs" / f"build-{NAME}.log",
+            )  # fmt: skip
+            built = images.image_id(tag())
+            stamp.write_text(f"{key} {built}\n")
+            if stamped_id and stamped_id != built:
+                images._drop_untagged(stamped_id)
+            stamped_id = built
+        return images.BuiltImage((tag(),), stamped_id, images.archive(stamped_id))
+
+
+def _main() -> int:
+    reason = images.missing_prerequisites()
+    if reason is not None:
+        print(f"cannot build images: {reason}", file=sys.stderr)
+        return 1
+    started = time.monotonic()
+    try:
+        image = build()
+    except images.ImageError as error:
+        print(error, file=sys.stderr)
+        return 1
+    size = image.archive.stat().st_size / 1e6
+    print(f"{image.name}  {image.image_id[:12]}  {image.archive} ({size:.0f} MB)")
+    print(f"done in {time.monotonic() - started:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())
