@@ -208,7 +208,7 @@ def coordinate(
     coordinator.join()
     elapsed = time.perf_counter() - started
     final = int(step.numpy())
-    if final != start_step or not ckpts.manager.latest_checkpoint:
+    if not ckpts.latest.endswith(f"-{final}"):  # not saved at this step by the loop
         save_checkpoint(ckpts)
     if start_step >= opts.steps:
         log.info("already trained to step %d; nothing to do", start_step)
