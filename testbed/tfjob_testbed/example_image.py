@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import sys
-import time
 from pathlib import Path
 
 from tfjob_testbed import images
@@ -82,20 +81,7 @@ def build() -> images.BuiltImage:
 
 
 def _main() -> int:
-    reason = images.missing_prerequisites()
-    if reason is not None:
-        print(f"cannot build images: {reason}", file=sys.stderr)
-        return 1
-    started = time.monotonic()
-    try:
-        image = build()
-    except images.ImageError as error:
-        print(error, file=sys.stderr)
-        return 1
-    size = image.archive.stat().st_size / 1e6
-    print(f"{image.name}  {image.image_id[:12]}  {image.archive} ({size:.0f} MB)")
-    print(f"done in {time.monotonic() - started:.1f} s")
-    return 0
+    return images.build_command(lambda: [build()])
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ import tarfile
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -557,13 +557,18 @@ def _main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tfjob_testbed.images", description=__doc__)
     parser.add_argument("command", choices=["build"])
     parser.parse_args(argv)
+    return build_command(build_all)
+
+
+def build_command(build: Callable[[], list[BuiltImage]]) -> int:
+    """A build as a command: what is missing, or each image built and how long it took."""
     reason = missing_prerequisites()
     if reason is not None:
         print(f"cannot build images: {reason}", file=sys.stderr)
         return 1
     started = time.monotonic()
     try:
-        built = build_all()
+        built = build()
     except ImageError as error:
         print(error, file=sys.stderr)
         return 1
