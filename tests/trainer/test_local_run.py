@@ -13,6 +13,7 @@ from pathlib import Path
 import tensorflow as tf
 import yaml
 
+from tfjob_protocol.local import ENV_LOCAL_PARENT
 from tfjob_testbed.jobs import tfjob
 from tfjob_testbed.paths import ROOT
 
@@ -69,7 +70,12 @@ def tfjob_run(path: Path, workdir: Path, *extra: str, **kw) -> subprocess.Popen[
 
 def processes_using(workdir: Path) -> list[int]:
     """Live processes whose environment names this run's checkpoint directory."""
-    marker = f"TFJOB_CHECKPOINT_DIR={workdir / 'checkpoints'}".encode()
+    return processes_with(f"TFJOB_CHECKPOINT_DIR={workdir / 'checkpoints'}")
+
+
+def processes_with(env_entry: str) -> list[int]:
+    """Live processes with this `NAME=value` in their environment."""
+    marker = env_entry.encode()
     pids = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -181,5 +187,30 @@ def test_ctrl_c_stops_every_process(tmp_path):
             except subprocess.TimeoutExpired:
                 proc.kill()
         for pid in processes_using(workdir):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_killed_tfjob_run_takes_every_task_with_it(tmp_path):
+    """Even SIGKILL, which tfjob run cannot handle: the parameter server and the workers serve
+    until stopped, and would serve on forever behind it."""
+    proc = tfjob_run(manifest(tmp_path, ps_job(100_000)), tmp_path / "run")
+    tasks = f"{ENV_LOCAL_PARENT}={proc.pid}"
+    try:
+        deadline = time.monotonic() + 300
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if "[chief-0] step 20," in line:
+                break
+            assert time.monotonic() < deadline, "no training step within 300 s"
+        assert len(processes_with(tasks)) == 4  # chief, ps and two workers
+        proc.kill()
+        proc.wait(30)
+        deadline = time.monotonic() + 60
+        while processes_with(tasks):
+            assert time.monotonic() < deadline, f"still running: {processes_with(tasks)}"
+            time.sleep(0.2)
+    finally:
+        for pid in processes_with(tasks):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)

@@ -8,6 +8,7 @@ else is a runtime failure.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib.util
 import logging
 import os
@@ -20,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
+from tfjob_protocol.local import ENV_LOCAL_PARENT
 from tfjob_protocol.result import Result
 
 from . import STARTED, TaskFailed, UsageError, config, options, strategies
@@ -37,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     # Stopped (a pod deleted or scaled down): leave at once, as a signal's exit code says. As
     # PID 1 of a container the trainer would otherwise ignore SIGTERM until SIGKILL.
     signal.signal(signal.SIGTERM, _terminated)
+    follow_local_parent()
     # Our own lines at INFO; TensorFlow's chatter only from WARNING up.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
     log.setLevel(logging.INFO)
@@ -84,6 +87,19 @@ def main(argv: list[str] | None = None) -> int:
         print(line(role, summary), flush=True)
         exit_now(0)
     return 0
+
+
+def follow_local_parent() -> None:
+    """Started by `tfjob run`: be sent SIGTERM when it dies, however it dies (Linux's parent-
+    death signal). Only as its direct child: under a wrapper of the user's, the wrapper's own
+    exit would stop the task."""
+    parent = os.environ.get(ENV_LOCAL_PARENT, "")
+    if not parent.isdigit() or os.getppid() != int(parent) or not sys.platform.startswith("linux"):
+        return
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    if os.getppid() != int(parent):  # it died before prctl took hold
+        _terminated(signal.SIGTERM, None)
 
 
 def _terminated(signum: int, frame: Any) -> NoReturn:

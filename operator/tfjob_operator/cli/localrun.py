@@ -36,6 +36,7 @@ from tfjob_operator.rules.children import (
 )
 from tfjob_operator.rules.lifecycle import JobView, decide
 from tfjob_operator.rules.pods import Exit, PodObservation
+from tfjob_protocol.local import ENV_LOCAL_PARENT
 from tfjob_protocol.result import Result, parse_last
 
 DEFAULT_ENTRYPOINT = [sys.executable, "-m", "tfjob_trainer"]
@@ -141,6 +142,7 @@ class Runner:
                     tfconfig.ENV_TF_CONFIG: tfconfig.tf_config(cluster, rt, i),
                     ENV_JOB_NAME: job.name,
                     ENV_REPLICA_TYPE: rt.task_type,
+                    ENV_LOCAL_PARENT: str(os.getpid()),
                     "PYTHONUNBUFFERED": "1",
                 }
                 if self.verbose and "TF_CPP_MIN_LOG_LEVEL" not in user_env:
