@@ -74,6 +74,11 @@ def one_line(proc: subprocess.CompletedProcess) -> str:
             "it (optimizer, loss, metrics) in the function, or give --loss",
         ),
         (
+            ["--model=toyproject.models:uncompiled", INPUT, "--loss=msee"],
+            "--loss msee --optimizer adam --metrics (none): not what Keras knows (Could not "
+            "interpret loss identifier: msee)",
+        ),
+        (
             [MODEL, "--input=toyproject.data:unlabelled"],
             "--input toyproject.data:unlabelled yields dict elements",
         ),
@@ -111,6 +116,7 @@ def one_line(proc: subprocess.CompletedProcess) -> str:
         "unknown-model-arg",
         "model-arg-not-a-pair",
         "uncompiled",
+        "unknown-loss",
         "not-a-tuple",
         "not-a-dataset",
         "features-do-not-fit",

@@ -82,13 +82,20 @@ def build(opts: Options, plugin: plugins.Plugin | None = None) -> keras.Model:
                 f"{plugin} returned a model that is not compiled: compile it (optimizer, loss, "
                 "metrics) in the function, or give --loss (and --optimizer, --metrics)"
             )
-        model.compile(
-            optimizer=keras.optimizers.get(
+        try:
+            optimizer = keras.optimizers.get(
                 {"class_name": opts.optimizer, "config": {"learning_rate": opts.learning_rate}}
-            ),
-            loss=opts.loss,
-            metrics=list(opts.metrics),
-        )
+            )
+            keras.losses.get(opts.loss)  # checked here; compiled by name, as Keras resolves
+            for metric in opts.metrics:  # "accuracy" from the shapes it meets
+                keras.metrics.get(metric)
+        except (ValueError, TypeError) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise UsageError(
+                f"--loss {opts.loss} --optimizer {opts.optimizer} --metrics "
+                f"{','.join(opts.metrics) or '(none)'}: not what Keras knows ({first})"
+            ) from None
+        model.compile(optimizer=optimizer, loss=opts.loss, metrics=list(opts.metrics))
     if getattr(model, "_compile_loss", None) is None and not model.losses:
         raise UsageError(f"{plugin} returned a model compiled without a loss: give it one")
     return model
