@@ -55,3 +55,16 @@ def namespace(cluster: Cluster, request) -> Iterator[str]:
     cluster.kubectl("create", "namespace", name)
     yield name
     cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """test_teardown.py takes the session's cluster down: it runs after every other node test,
+    whatever the other modules are named, and before the tests after them (so the node is not
+    left running behind them)."""
+    teardown = [i for i in items if i.path.name == "test_teardown.py"]
+    if not teardown:
+        return
+    rest = [i for i in items if i.path.name != "test_teardown.py"]
+    node_dir = teardown[0].path.parent
+    last_node = max((k for k, i in enumerate(rest) if i.path.parent == node_dir), default=-1)
+    items[:] = rest[: last_node + 1] + teardown + rest[last_node + 1 :]

@@ -1,6 +1,7 @@
-"""The bed leaves the host as it found it. Runs after every other module here (pytest takes the
-files in name order): it takes the session's cluster down, then runs `make cluster` twice more,
-ended once by a hang-up and once by `make cluster-down` from another process."""
+"""The bed leaves the host as it found it. Runs after every other module here (the hook in
+tests/node/conftest.py puts it there): it takes the session's cluster down, then runs
+`make cluster` twice more, ended once by a hang-up and once by `make cluster-down` from another
+process."""
 
 from __future__ import annotations
 

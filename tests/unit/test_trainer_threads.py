@@ -1,4 +1,5 @@
-"""A task pinned to one CPU still gets two inter-op threads (one hangs a PS worker)."""
+"""A task of a cluster pinned to one CPU still gets two inter-op threads (one hangs a PS
+worker); a single process keeps TensorFlow's choice."""
 
 from __future__ import annotations
 
@@ -21,6 +22,11 @@ def test_one_cpu_gets_two_inter_op_threads(cpus):
     cpus({min(os.sched_getaffinity(0))})
     assert threads.inter_op_threads() == 2
     assert threads.server_config().inter_op_parallelism_threads == 2
+
+
+def test_one_process_with_no_peers_keeps_tensorflows_choice_on_one_cpu(cpus):
+    cpus({min(os.sched_getaffinity(0))})
+    assert threads.inter_op_threads(clustered=False) == 0
 
 
 def test_more_cpus_leave_tensorflow_its_own_choice(cpus):

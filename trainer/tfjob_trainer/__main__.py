@@ -215,10 +215,11 @@ def run(opts: options.Options, task: config.Task | None, strategy: str) -> Resul
     # node) before each started its own CPU-bound work.
     with clock.part("import"), _hidden("sklearn"):
         runner = strategies.runner(strategies.EVALUATOR if evaluator else strategy)
-        check_functions(opts, task)
         from . import threads
 
-        threads.configure()  # before TensorFlow's first op
+        # Before TensorFlow's first op (a user's module may run one).
+        threads.configure(clustered=task is not None)
+        check_functions(opts, task)
     with clock.part("data"):
         from . import data
 

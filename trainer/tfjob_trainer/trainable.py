@@ -9,6 +9,7 @@ same point, before its first step, and exits 2 with one line.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +29,14 @@ log = logging.getLogger(__name__)
 
 StepFn = Callable[..., tuple[tf.Tensor, tuple[tf.Tensor, ...]]]
 EVAL_BATCH = 2000  # the built-in evaluation's batch
+# What Keras and TensorFlow raise for a shape or dtype that does not fit (a cast that does not
+# exist, e.g. string labels for a regression, is Unimplemented).
+SHAPE_ERRORS = (
+    ValueError,
+    TypeError,
+    tf.errors.InvalidArgumentError,
+    tf.errors.UnimplementedError,
+)
 
 
 def input_plugin(opts: Options, flag: str = "input") -> plugins.Plugin | None:
@@ -48,8 +57,6 @@ def input_plugin(opts: Options, flag: str = "input") -> plugins.Plugin | None:
 
 
 def _parameters(function: Callable[..., Any]) -> set[str]:
-    import inspect
-
     try:
         return set(inspect.signature(function).parameters)
     except (TypeError, ValueError):
@@ -96,19 +103,18 @@ def prepare(opts: Options, files: Files | None, flag: str = "input") -> Trainabl
     where = f"--{flag} {spec}" if spec else f"the built-in {opts.dataset} input"
     try:
         y_pred = model(x, training=False)
-    except Exception as e:  # Keras raises ValueError/TypeError/InvalidArgument for shapes
+    except SHAPE_ERRORS as e:  # anything else is the model's own code: its traceback
         raise UsageError(
             f"{where} yields features {_shapes(x)} that do not fit {plugin}: {_first_line(e)}"
         ) from None
     try:
         model.compute_loss(x=x, y=y, y_pred=y_pred, training=False)
-    except Exception as e:
+    except SHAPE_ERRORS as e:
         raise UsageError(
             f"{where} yields labels {_shapes(y)} that do not fit the output {_shapes(y_pred)} "
             f"of {plugin} and its loss: {_first_line(e)}"
         ) from None
-    metrics = BatchMetrics(model, y, y_pred)
-    return Trainable(model, build_optimizer(model), metrics, plugin)
+    return Trainable(model, build_optimizer(model), BatchMetrics(model, y, y_pred), plugin)
 
 
 def _shapes(value: Any) -> str:
@@ -125,7 +131,7 @@ def make_step_fn(t: Trainable) -> StepFn:
     """One replica's step on a `(features, labels[, sample_weight])` batch: the compiled loss
     (Keras divides it by the replicas in sync, so replicas' gradients add up), and each
     metric's batch mean divided likewise, so a SUM across replicas gives the mean."""
-    model, optimizer, metrics = t.model, t.optimizer, t.metrics
+    model, optimizer, batch_metrics = t.model, t.optimizer, t.metrics
 
     def step_fn(x: Any, y: Any, sample_weight: Any = None) -> tuple[tf.Tensor, tuple]:
         with tf.GradientTape() as tape:
@@ -136,7 +142,7 @@ def make_step_fn(t: Trainable) -> StepFn:
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         replicas = tf.distribute.get_replica_context().num_replicas_in_sync
-        return loss, tuple(v / replicas for v in metrics.values(y, y_pred))
+        return loss, tuple(v / replicas for v in batch_metrics.values(y, y_pred))
 
     return step_fn
 
