@@ -87,6 +87,26 @@ def processes_with(env_entry: str) -> list[int]:
     return pids
 
 
+def wait_for_training(proc: subprocess.Popen[str]) -> None:
+    """Until the chief's first report. Four TensorFlow processes start on two cores: under a
+    loaded machine's CI their imports alone take a minute."""
+    deadline = time.monotonic() + 300
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "[chief-0] step 20," in line:
+            return
+        assert time.monotonic() < deadline, "no training step within 300 s"
+    raise AssertionError(f"tfjob run ended ({proc.wait()}) before the chief's first report")
+
+
+def kill_tasks(proc: subprocess.Popen[str]) -> None:
+    """Whatever a test left: no task of this run trains or serves on behind the suite (a PS
+    job of 100000 steps would load every test after it)."""
+    for pid in processes_with(f"{ENV_LOCAL_PARENT}={proc.pid}"):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_ps_job_runs_to_success_with_prefixed_output_and_a_summary(tmp_path):
     workdir = tmp_path / "run"
     proc = tfjob_run(manifest(tmp_path, ps_job(60)), workdir)
@@ -164,31 +184,20 @@ def test_ctrl_c_stops_every_process(tmp_path):
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     try:
-        # Four TensorFlow processes start on two cores: under a loaded machine's CI their
-        # imports alone take a minute.
-        deadline = time.monotonic() + 300
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if "[chief-0] step 20," in line:
-                break
-            assert time.monotonic() < deadline, "no training step within 300 s"
+        wait_for_training(proc)
         assert len(processes_using(workdir)) == 3  # chief and two workers (ps has no volume)
         os.kill(proc.pid, signal.SIGINT)
         proc.communicate(timeout=60)
         assert proc.returncode == 130
         assert processes_using(workdir) == []
     finally:
-        # Whatever failed above, no job trains on behind the suite (a PS job runs 100000 steps
-        # and would load every test after it).
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)
             try:
                 proc.wait(60)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        for pid in processes_using(workdir):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        kill_tasks(proc)
 
 
 def test_a_killed_tfjob_run_takes_every_task_with_it(tmp_path):
@@ -197,12 +206,7 @@ def test_a_killed_tfjob_run_takes_every_task_with_it(tmp_path):
     proc = tfjob_run(manifest(tmp_path, ps_job(100_000)), tmp_path / "run")
     tasks = f"{ENV_LOCAL_PARENT}={proc.pid}"
     try:
-        deadline = time.monotonic() + 300
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if "[chief-0] step 20," in line:
-                break
-            assert time.monotonic() < deadline, "no training step within 300 s"
+        wait_for_training(proc)
         assert len(processes_with(tasks)) == 4  # chief, ps and two workers
         proc.kill()
         proc.wait(30)
@@ -211,6 +215,4 @@ def test_a_killed_tfjob_run_takes_every_task_with_it(tmp_path):
             assert time.monotonic() < deadline, f"still running: {processes_with(tasks)}"
             time.sleep(0.2)
     finally:
-        for pid in processes_with(tasks):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        kill_tasks(proc)

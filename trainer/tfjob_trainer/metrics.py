@@ -45,13 +45,18 @@ class BatchMetrics:
             return
         if not compiled.built:
             compiled.build(y, y_pred)
-        for output, listed in enumerate(compiled._flat_metrics):
+        # Keras' own layout of compiled metrics (3.x): one list per output, each metric's
+        # function and arguments. Should a release change it, the metrics are the
+        # evaluation's alone, as stateful ones are, and training goes on.
+        for output, listed in enumerate(getattr(compiled, "_flat_metrics", None) or []):
             if not listed:
                 continue
-            for m in listed.metrics:
+            for m in getattr(listed, "metrics", []):
                 name = f"{listed.output_name}_{m.name}" if listed.output_name else m.name
-                if isinstance(m, keras.metrics.MeanMetricWrapper):
-                    self.metrics.append(BatchMetric(name, output, m._fn, dict(m._fn_kwargs)))
+                fn = getattr(m, "_fn", None)
+                if isinstance(m, keras.metrics.MeanMetricWrapper) and callable(fn):
+                    kwargs = dict(getattr(m, "_fn_kwargs", None) or {})
+                    self.metrics.append(BatchMetric(name, output, fn, kwargs))
                 else:
                     self.stateful.append(name)
         if self.stateful:
