@@ -91,6 +91,21 @@ def test_bound_functions_get_what_they_take(spec, given, offered, positional, ca
     assert plugin(*called) == expected
 
 
+def test_a_shared_argument_goes_only_to_a_function_that_names_it():
+    """--input-arg serves --input and --eval-input: the evaluation's takes what it names."""
+    plugin = plugins.bind(
+        "eval-input",
+        f"{HERE}:input_fn",
+        {"size": 3, "shuffle": 100},
+        offered={"batch_size": 8},
+        positional=1,
+        shared=True,
+    )
+    assert plugin("ctx") == ("ctx", 8, None, 3)
+    with pytest.raises(UsageError, match="takes no argument 'shuffle'"):
+        plugins.bind("input", f"{HERE}:input_fn", {"shuffle": 100}, positional=1)
+
+
 @pytest.mark.parametrize(
     ("spec", "given", "positional", "says"),
     [

@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from tfjob_protocol.result import Result
 
-from . import UsageError, metrics, result, summaries, trainable
+from . import metrics, result, summaries, trainable
 from .config import Task
 from .data import Files
 from .options import Options
@@ -27,11 +27,9 @@ log = logging.getLogger(__name__)
 def run(opts: Options, files: Files | None, task: Task | None) -> Result:
     """Evaluate each new checkpoint until one of the last step; `task` plays no part (the
     evaluator is outside the training cluster)."""
-    if trainable.eval_batches(opts, files) is None:
-        raise UsageError(
-            f"the Evaluator needs --eval-input for {opts.model}: a function returning one pass "
-            "over the evaluation data"
-        )
+    batches = trainable.eval_batches(opts, files)
+    # `__main__.check_functions` refused an Evaluator with no evaluation data, in one line.
+    assert batches is not None
     t = trainable.prepare(opts, files, "eval-input")
     step = tf.Variable(0, dtype=tf.int64, trainable=False)
     checkpoint = tf.train.Checkpoint(step=step, model=t.model)
@@ -40,8 +38,6 @@ def run(opts: Options, files: Files | None, task: Task | None) -> Result:
 
     def evaluate(path: str) -> int:
         checkpoint.restore(path).expect_partial()
-        batches = trainable.eval_batches(opts, files)
-        assert batches is not None  # checked before the first checkpoint
         scores = metrics.evaluate(t.model, batches)
         at = int(step.numpy())
         with writer.as_default(step=at):

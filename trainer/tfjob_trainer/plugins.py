@@ -104,16 +104,18 @@ def bind(
     offered: Mapping[str, Any] | None = None,
     positional: int = 0,
     args_flag: str | None = None,
+    shared: bool = False,
 ) -> Plugin:
     """Resolve `spec` and check its signature: every key of `given` (from `--<args_flag>`)
     must be a parameter; each of `offered` (what the trainer knows, e.g. `batch_size`) is
     passed when the function has a parameter of that name and `given` does not set it; the
-    function must take `positional` arguments before them (an InputContext for inputs)."""
+    function must take `positional` arguments before them (an InputContext for inputs).
+    `shared`: `given` serves another function too, and this one takes only the keys it names."""
     function = load(flag, spec)
     try:
         signature = inspect.signature(function)
     except (TypeError, ValueError):
-        return Plugin(flag, spec, function, {**(offered or {}), **given})
+        return Plugin(flag, spec, function, {**(offered or {}), **({} if shared else given)})
     params = list(signature.parameters.values())
     var_kw = any(p.kind is p.VAR_KEYWORD for p in params)
     named = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
@@ -125,6 +127,8 @@ def bind(
             f"(its signature is {signature})"
         )
     named -= {p.name for p in leading[:positional]}
+    if shared:
+        given = {k: v for k, v in given.items() if k in named}
     for key in given:
         if key not in named and not var_kw:
             raise UsageError(

@@ -9,7 +9,6 @@ same point, before its first step, and exits 2 with one line.
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,19 +47,16 @@ def input_plugin(opts: Options, flag: str = "input") -> plugins.Plugin | None:
         "batch_size": opts.batch_size,
         "data_dir": str(opts.data_dir) if opts.data_dir else None,
     }
-    given = opts.input_args
-    if flag == "eval-input":
-        # The evaluation's function takes those --input-arg arguments it has parameters for.
-        probe = plugins.load(flag, spec)
-        given = {k: v for k, v in given.items() if k in _parameters(probe)}
-    return plugins.bind(flag, spec, given, offered=offered, positional=1, args_flag="input-arg")
-
-
-def _parameters(function: Callable[..., Any]) -> set[str]:
-    try:
-        return set(inspect.signature(function).parameters)
-    except (TypeError, ValueError):
-        return set()
+    # The evaluation's function takes those --input-arg arguments it has parameters for.
+    return plugins.bind(
+        flag,
+        spec,
+        opts.input_args,
+        offered=offered,
+        positional=1,
+        args_flag="input-arg",
+        shared=flag == "eval-input",
+    )
 
 
 def dataset(plugin: plugins.Plugin, context: tf.distribute.InputContext) -> tf.data.Dataset:
@@ -167,7 +163,7 @@ def evaluate(opts: Options, t: Trainable, files: Files | None) -> dict[str, floa
     if batches is None:
         return None
     local = build(opts, t.plugin)
-    x, _ = sample_batch(opts, files)
+    x, _ = sample_batch(opts, files, "eval-input")  # builds it; no training pipeline to fill
     local(x, training=False)
     local.set_weights([np.asarray(w) for w in t.model.get_weights()])
     return metrics.evaluate(local, batches)
