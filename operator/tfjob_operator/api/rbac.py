@@ -43,8 +43,9 @@ CHILD_RULES: list[dict[str, Any]] = [
     },
     # Checkpoint claims are created once, never changed.
     {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": [*WATCH, "create"]},
-    # Each pod's own Kubeflow labels (replica index, master role) are patched in once.
-    {"apiGroups": [""], "resources": ["pods"], "verbs": [*WATCH, "patch"]},
+    # Each pod's own Kubeflow labels (replica index, master role) are patched in once; a pod
+    # whose node stopped answering is deleted (runPolicy.nodeLostTimeoutSeconds).
+    {"apiGroups": [""], "resources": ["pods"], "verbs": [*WATCH, "patch", "delete"]},
     # Events: ours to write; a StatefulSet's FailedCreate to read while it lacks pods.
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "list"]},
     # kopf: discovers the CRD, and follows namespaces when --namespace has a glob.

@@ -152,6 +152,11 @@ class SchedulingPolicy(_Model):
         return value
 
 
+# Past Kubernetes' own 40 s node-monitor grace: kubelet restarts and network blips end well
+# before; a node gone longer holds back every other replica of the job (README argues it).
+NODE_LOST_TIMEOUT_SECONDS = 120
+
+
 class RunPolicy(_Model):
     """Job-wide policies, as in Kubeflow's RunPolicy."""
 
@@ -187,6 +192,16 @@ class RunPolicy(_Model):
     suspend: bool = Field(
         False,
         description="true scales the job to 0 with condition Suspended; false resumes it.",
+    )
+    node_lost_timeout_seconds: int | None = Field(
+        None,
+        alias="nodeLostTimeoutSeconds",
+        ge=0,
+        description=(
+            "A pod whose node stopped answering is deleted after this many seconds, so that "
+            "its StatefulSet makes it again on another node; each counts as a failure restart. "
+            f"0: wait for the node. Default: {NODE_LOST_TIMEOUT_SECONDS}."
+        ),
     )
     managed_by: str | None = Field(
         None,
@@ -368,13 +383,17 @@ class FailureInfo(_Model):
     replica_type: str = Field(..., alias="replicaType")
     pod: str
     exit_code: int | None = Field(None, alias="exitCode")
-    reason: str = Field("", description="The container's reason, e.g. Error or OOMKilled.")
+    reason: str = Field(
+        "", description="The container's reason, e.g. Error or OOMKilled; NodeLost for a lost node."
+    )
+    node: str | None = Field(None, description="The node that stopped answering (NodeLost).")
 
 
 class PodTerminations(_Model):
     uid: str
     count: int = Field(..., description="Terminations of this pod already accounted for.")
     succeeded: bool = Field(False, description="The container has exited 0 at least once.")
+    lost: bool = Field(False, description="Lost with its node: its restart is counted.")
 
 
 class TensorBoardStatus(_Model):

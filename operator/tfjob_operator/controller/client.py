@@ -36,6 +36,8 @@ WRITES = {
     ("", "persistentvolumeclaims", "create"),
     # Each pod's own Kubeflow labels (replica index, master role), once per pod.
     ("", "pods", "patch"),
+    # A pod whose node stopped answering, past runPolicy.nodeLostTimeoutSeconds.
+    ("", "pods", "delete"),
     # Gang scheduling (--gang-scheduler): the job's PodGroup, server-side applied.
     *(
         (group, "podgroups", verb)
@@ -222,6 +224,20 @@ class Kube:
             _send(self.core.patch_namespaced_pod, name, namespace, patch, _content_type=MERGE)
         except kubernetes.client.ApiException as e:
             if e.status not in (404, 409, 422):  # gone, or replaced by a pod of the same name
+                raise
+
+    def force_delete_pod(self, namespace: str, name: str, uid: str) -> None:
+        """Delete one pod with no grace period, as `kubectl delete --force` does: its kubelet
+        stopped answering and will never confirm a graceful deletion. The uid makes it that
+        pod, never its successor."""
+        self._fence()
+        body = kubernetes.client.V1DeleteOptions(
+            grace_period_seconds=0, preconditions=kubernetes.client.V1Preconditions(uid=uid)
+        )
+        try:
+            _send(self.core.delete_namespaced_pod, name, namespace, body=body)
+        except kubernetes.client.ApiException as e:
+            if e.status not in (404, 409):  # gone, or replaced by a pod of the same name
                 raise
 
     def foreign_children(self, namespace: str, job: str, uid: str) -> list[str]:

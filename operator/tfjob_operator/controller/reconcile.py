@@ -348,6 +348,11 @@ class Reconciler:
         counts_wait = self._counts_wait(key, decision)
         if counts_wait is None:
             await self._write(key, body, decision)
+        # After the status write that counts their restarts: a crash in between deletes them at
+        # the next reconcile, and counts nothing twice.
+        for pod, uid in decision.delete_pods:
+            log.info("%s/%s: deleting pod %s: its node stopped answering", *key, pod)
+            await asyncio.to_thread(self.kube.force_delete_pod, key[0], pod, uid)
         job.failing = None
 
         if decision.delete_job:

@@ -26,7 +26,7 @@ from tfjob_operator.api.spec import (
     TFJobSpec,
     parse_spec,
 )
-from tfjob_operator.rules import kubeflow, naming, tensorboard
+from tfjob_operator.rules import kubeflow, naming, nodelost, tensorboard
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.children import JobRef, Manifest, check_additions, desired_children
 from tfjob_operator.rules.gang import Gang, ignored_fields
@@ -138,27 +138,27 @@ class Decision:
     patch: dict[str, Any] = field(default_factory=dict)
     # Pods that lack their own Kubeflow labels: (name, uid, labels to add).
     label_pods: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
+    # Pods to delete at once, (name, uid): lost with their node (`nodelost`).
+    delete_pods: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass
 class _Failure:
     pod: PodObservation
-    exit: Exit
+    exit: Exit | None  # None: lost with its node (`pod.node`)
 
     def describe(self) -> str:
+        who = f"{self.pod.replica_type.value} pod {self.pod.name}"
+        if self.exit is None:
+            return f"{who} was lost with node {self.pod.node}"
         reason = f" ({self.exit.reason})" if self.exit.reason else ""
-        return (
-            f"{self.pod.replica_type.value} pod {self.pod.name} exited with code "
-            f"{self.exit.code}{reason}"
-        )
+        return f"{who} exited with code {self.exit.code}{reason}"
 
     def info(self) -> dict[str, Any]:
-        return {
-            "replicaType": self.pod.replica_type.value,
-            "pod": self.pod.name,
-            "exitCode": self.exit.code,
-            "reason": self.exit.reason,
-        }
+        where = {"replicaType": self.pod.replica_type.value, "pod": self.pod.name}
+        if self.exit is None:
+            return {**where, "reason": nodelost.REASON, "node": self.pod.node}
+        return {**where, "exitCode": self.exit.code, "reason": self.exit.reason}
 
 
 def is_retryable(policy: RestartPolicy, code: int) -> bool:
@@ -187,7 +187,7 @@ def _account_exits(
         if fresh <= 0:
             # A pod that has not exited yet has nothing to remember: no entry, so that a pod
             # appearing costs no status write.
-            if entry["count"] or entry["succeeded"]:
+            if entry["count"] or entry["succeeded"] or entry.get("lost"):
                 ledger[pod.name] = entry
             else:
                 ledger.pop(pod.name, None)
@@ -206,6 +206,41 @@ def _account_exits(
     for name in [n for n in ledger if n not in live]:
         del ledger[name]
     return fatal, retryable
+
+
+def _account_losses(
+    status: st.Status, pods: list[PodObservation], spec: TFJobSpec, now: datetime
+) -> tuple[list[_Failure], list[_Failure], list[PodObservation]]:
+    """Pods lost with their node past runPolicy.nodeLostTimeoutSeconds: (fatal, retryable,
+    pods to delete). Each loss counts once, as a failure under the replica's restartPolicy (a
+    lost node is no verdict of the program: ExitCode retries it, like a signal)."""
+    ledger: dict[str, Any] = status.setdefault("terminations", {})
+    replica_statuses = status.setdefault("replicaStatuses", {})
+    replicas = spec.replicas()
+    fatal: list[_Failure] = []
+    retryable: list[_Failure] = []
+    gone: list[PodObservation] = []
+    for pod in pods:
+        if pod.lost_since is None:
+            continue
+        due = nodelost.deadline(pod.lost_since, spec.run_policy.node_lost_timeout_seconds)
+        if due is None or now < due:
+            continue
+        gone.append(pod)
+        entry = ledger.get(pod.name)
+        if entry is not None and entry.get("uid") == pod.uid and entry.get("lost"):
+            continue  # counted; its deletion is on the way
+        if entry is None or entry.get("uid") != pod.uid:
+            entry = {"uid": pod.uid, "count": pod.terminations, "succeeded": False}
+        ledger[pod.name] = {**entry, "lost": True}
+        failure = _Failure(pod, None)
+        if replicas[pod.replica_type].restart_policy is RestartPolicy.NEVER:
+            fatal.append(failure)
+        else:
+            retryable.append(failure)
+            rs = replica_statuses.setdefault(pod.replica_type.value, {})
+            rs["restarts"] = rs.get("restarts", 0) + 1
+    return fatal, retryable, gone
 
 
 def _fresh_exits(pod: PodObservation, fresh: int) -> list[Exit]:
@@ -256,7 +291,7 @@ def _replica_counts(
         # A pod being deleted is active until its container stops: it still holds its node's
         # resources, and Kueue waits for every active count to be 0 before it gives a
         # preempted job's quota to another (as Kubeflow counts, by running pods).
-        active = sum(1 for p in mine if p.running)
+        active = sum(1 for p in mine if p.up)
         if frozen:
             counts[rt.value] = {**prev, "active": active}
             continue
@@ -371,8 +406,12 @@ def _decide_valid(
     )
     requeue: list[float] = []
 
+    gone: list[PodObservation] = []
     if not was_finished:
         fatal, retryable = _account_exits(status, pods, spec)
+        if not policy.suspend:
+            lost_fatal, lost_retryable, gone = _account_losses(status, pods, spec, now)
+            fatal, retryable = fatal + lost_fatal, retryable + lost_retryable
         if policy.suspend:
             st.set_condition(
                 status,
@@ -402,11 +441,14 @@ def _decide_valid(
     _replica_counts(status, pods, spec, frozen=was_finished)
     suspended = policy.suspend and not finished
     missing = {} if suspended else _missing_pods(job.ref.name, spec, pods, create_failures)
-    _waiting(status, pods, missing, finished, now, requeue)
+    _waiting(status, pods, missing, finished, now, requeue, policy.node_lost_timeout_seconds)
 
     _tensorboard_status(status, job, cluster_domain)
     decision = finish(prior, status)
     decision.events += _waiting_events(prior, status)
+    if not st.is_finished(prior):
+        # Also once the job has failed over it: the pod holds its identity (and a GPU) still.
+        decision.delete_pods = [(p.name, p.uid) for p in gone]
     # The TensorBoard stays after the job ends; it goes with the TFJob, or when it leaves the spec.
     decision.children = tensorboard.children(job.ref, spec)
     if spec.tensorboard is None and prior.get("tensorboard"):
@@ -585,11 +627,11 @@ def _advance(
         if deadline_left is not None:
             requeue.append(deadline_left)
         down = [p for p in pods if _is_down_after_failure(p)]
-        if down:
+        if down or any(f.exit is None for f in retryable):
             culprit = (
                 retryable[-1].describe()
                 if retryable
-                else _Failure(down[0], down[0].latest_exit or Exit(-1)).describe()
+                else _Failure(down[0], down[0].latest_exit).describe()
             )
             st.set_condition(
                 status,
@@ -602,7 +644,7 @@ def _advance(
             )
         else:
             expected = sum(rs.replicas for rs in spec.replicas().values())
-            active = sum(1 for p in pods if p.running and not p.deleting)
+            active = sum(1 for p in pods if p.up and not p.deleting)
             under_way = st.is_true(status, st.Cond.RUNNING) or st.is_true(
                 status, st.Cond.RESTARTING
             )
@@ -624,12 +666,21 @@ def _waiting(
     finished: bool,
     now: datetime,
     requeue: list[float],
+    node_lost_timeout: int | None,
 ) -> None:
     """Pods that cannot start, and why: a job stuck on a bad image, an unschedulable GPU
     request, a scheduler that is not running or a pod Kubernetes refuses to create says so in
     its own status instead of staying Created in silence."""
     stuck: dict[str, Stuck] = {}
     for p in pods:
+        if p.lost_since is not None:
+            stuck[p.name] = Stuck(
+                nodelost.REASON, nodelost.message(p.node, p.lost_since, node_lost_timeout)
+            )
+            due = nodelost.deadline(p.lost_since, node_lost_timeout)
+            if due is not None and due > now:
+                requeue.append((due - now).total_seconds() + 0.5)
+            continue
         why = p.stuck or p.scheduler_missing(now, SCHEDULER_GRACE_SECONDS)
         if why is not None:
             stuck[p.name] = why
@@ -650,9 +701,14 @@ def _waiting_events(prior: st.Status, status: st.Status) -> list[tuple[str, str,
     ImagePullBackOff, so a new reason for a pod already waiting is no news."""
     before = prior.get("waiting") or {}
     return [
-        ("Warning", st.Reason.POD_WAITING, f"Pod {pod} cannot start: {why}")
+        (
+            ("Warning", nodelost.REASON, f"Pod {pod}: {why.removeprefix(nodelost.REASON + ': ')}")
+            if why.startswith(nodelost.REASON + ":")
+            else ("Warning", st.Reason.POD_WAITING, f"Pod {pod} cannot start: {why}")
+        )
         for pod, why in sorted((status.get("waiting") or {}).items())
         if pod not in before
+        or (why.startswith(nodelost.REASON + ":") and not before[pod].startswith(nodelost.REASON))
     ]
 
 

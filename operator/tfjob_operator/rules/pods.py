@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from tfjob_operator.api.spec import ReplicaType
-from tfjob_operator.rules import kubeflow, naming
+from tfjob_operator.rules import kubeflow, naming, nodelost
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.children import tensorflow_container_index
 
@@ -60,6 +60,15 @@ class PodObservation:
     created: datetime | None = None
     # The per-pod Kubeflow labels it carries (`kubeflow.pod_labels`), as (key, value) pairs.
     kubeflow_labels: tuple[tuple[str, str], ...] = ()
+    # Since when its node has stopped answering (`nodelost.lost_since`), and the node's name;
+    # None and "" while it answers.
+    lost_since: datetime | None = None
+    node: str = ""
+
+    @property
+    def up(self) -> bool:
+        """Running, as far as anyone can tell: not on a node that stopped answering."""
+        return self.running and self.lost_since is None
 
     def scheduler_missing(self, now: datetime, grace: float) -> Stuck | None:
         """Why the pod waits, once its scheduler has ignored it for `grace` seconds."""
@@ -136,6 +145,7 @@ def observe(pod: dict[str, Any]) -> PodObservation | None:
         name = spec_containers[tensorflow_container_index(pod)].get("name")
         cs = next((s for s in statuses if s.get("name") == name), {})
     state, last = cs.get("state") or {}, cs.get("lastState") or {}
+    lost = nodelost.lost_since(pod, statuses)
     return PodObservation(
         name=meta["name"],
         uid=meta.get("uid", ""),
@@ -152,4 +162,7 @@ def observe(pod: dict[str, Any]) -> PodObservation | None:
         kubeflow_labels=tuple(
             (k, labels[k]) for k in (kubeflow.REPLICA_INDEX, kubeflow.JOB_ROLE) if k in labels
         ),
+        # The node only when lost: a pod's binding alone then changes no observation.
+        node=(pod.get("spec") or {}).get("nodeName") or "" if lost is not None else "",
+        lost_since=lost,
     )
