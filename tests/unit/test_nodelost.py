@@ -134,8 +134,9 @@ def test_under_restart_policy_never_a_lost_node_fails_the_job():
     run = started(run_policy={"nodeLostTimeoutSeconds": 10}, policy="Never")
     d = run.step(*with_lost_worker(), after=20)
     assert run.state() == "Failed"
-    assert "was lost with node gpu-node-7 under restartPolicy Never" in (
-        st.find(run.status, st.Cond.FAILED)["message"]
+    assert (
+        "was lost with node gpu-node-7 under restartPolicy Never"
+        in (st.find(run.status, st.Cond.FAILED)["message"])
     )
     assert d.delete_pods == [("mnist-worker-1", "uid-mnist-worker-1")], "it holds a GPU still"
     assert run.status["failure"]["reason"] == "NodeLost"
