@@ -173,3 +173,54 @@ def test_deadline_follows_the_timeout():
     assert nodelost.deadline(T0, None) == T0 + timedelta(seconds=120)
     assert nodelost.deadline(T0, 5) == T0 + timedelta(seconds=5)
     assert nodelost.deadline(T0, 0) is None
+
+
+CONFLICT = (
+    "0/2 nodes are available: 1 node(s) had taint {node.kubernetes.io/unreachable: }, that the "
+    "pod didn't tolerate, 1 node(s) had volume node affinity conflict."
+)
+
+
+def unschedulable(rt, index):
+    body = pod("mnist", rt, index, state="waiting", reason="ContainerCreating")
+    body["status"]["containerStatuses"] = []
+    body["status"]["conditions"] = [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": CONFLICT}
+    ]
+    return body
+
+
+@pytest.mark.parametrize(
+    "checkpoint, rt, says",
+    [
+        (
+            {"storage": {"size": "1Gi"}},
+            "chief",
+            "checkpoint claim mnist-checkpoints is ReadWriteOnce",
+        ),
+        (
+            {"storage": {"size": "1Gi", "accessModes": ["ReadWriteMany"]}},
+            "chief",
+            "the volume of checkpoint claim mnist-checkpoints is tied to nodes",
+        ),
+        ({"claimName": "mine"}, "worker", "the volume of checkpoint claim mine is tied to a node"),
+        # A parameter server mounts no checkpoint: whatever holds it is not the claim.
+        ({"storage": {"size": "1Gi"}}, "ps", None),
+        (None, "chief", None),
+    ],
+)
+def test_a_pod_held_by_its_checkpoint_volume_says_why(checkpoint, rt, says):
+    spec = {"Chief": 1, "PS": 1, "Worker": 1}
+    extra = {"checkpoint": checkpoint} if checkpoint else {}
+    run = Run(tfjob(replicas=spec, **extra))
+    run.step()
+    pods = running("mnist", spec)
+    index = {"chief": 0, "ps": 1, "worker": 2}[rt]
+    pods[index] = unschedulable(rt, 0)
+    run.step(*pods)
+    why = run.status["waiting"][f"mnist-{rt}-0"]
+    assert why.startswith("Unschedulable: ")
+    if says is None:
+        assert why == f"Unschedulable: {CONFLICT}"
+    else:
+        assert why.startswith(f"Unschedulable: {says}") and "volume node affinity" in why

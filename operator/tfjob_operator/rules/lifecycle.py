@@ -28,7 +28,13 @@ from tfjob_operator.api.spec import (
 )
 from tfjob_operator.rules import kubeflow, naming, nodelost, tensorboard
 from tfjob_operator.rules import status as st
-from tfjob_operator.rules.children import JobRef, Manifest, check_additions, desired_children
+from tfjob_operator.rules.children import (
+    JobRef,
+    Manifest,
+    check_additions,
+    desired_children,
+    mounts_checkpoint,
+)
 from tfjob_operator.rules.gang import Gang, ignored_fields
 from tfjob_operator.rules.pods import Exit, PodObservation, Stuck
 from tfjob_operator.rules.statefulsets import StatefulSetObservation
@@ -441,7 +447,16 @@ def _decide_valid(
     _replica_counts(status, pods, spec, frozen=was_finished)
     suspended = policy.suspend and not finished
     missing = {} if suspended else _missing_pods(job.ref.name, spec, pods, create_failures)
-    _waiting(status, pods, missing, finished, now, requeue, policy.node_lost_timeout_seconds)
+    _waiting(
+        status,
+        pods,
+        missing,
+        finished,
+        now,
+        requeue,
+        policy.node_lost_timeout_seconds,
+        nodelost.claim_hint(job.ref.name, spec),
+    )
 
     _tensorboard_status(status, job, cluster_domain)
     decision = finish(prior, status)
@@ -667,6 +682,7 @@ def _waiting(
     now: datetime,
     requeue: list[float],
     node_lost_timeout: int | None,
+    claim_hint: str | None,
 ) -> None:
     """Pods that cannot start, and why: a job stuck on a bad image, an unschedulable GPU
     request, a scheduler that is not running or a pod Kubernetes refuses to create says so in
@@ -682,6 +698,14 @@ def _waiting(
                 requeue.append((due - now).total_seconds() + 0.5)
             continue
         why = p.stuck or p.scheduler_missing(now, SCHEDULER_GRACE_SECONDS)
+        if (
+            why is not None
+            and claim_hint
+            and mounts_checkpoint(p.replica_type)
+            and nodelost.VOLUME_CONFLICT in why.message
+        ):
+            # Instead of the scheduler's message, which the status' length limit would cut.
+            why = Stuck(why.reason, f"{claim_hint} (the scheduler: {nodelost.VOLUME_CONFLICT})")
         if why is not None:
             stuck[p.name] = why
         elif p.unscheduled_by is not None and p.created is not None:

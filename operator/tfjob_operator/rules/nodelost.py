@@ -11,6 +11,10 @@ that grows with the cluster's nodes). The condition's lastTransitionTime says si
 
 After `runPolicy.nodeLostTimeoutSeconds` the operator deletes such a pod with no grace period,
 as `kubectl delete pod --force` would: the StatefulSet makes it again on a node that answers.
+
+A ReadWriteOnce checkpoint volume is the exception: it lives on (or is attached to) one node,
+and a pod that mounts it cannot move. The scheduler then says only "volume node affinity
+conflict"; `claim_hint` says what it means for the job.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from tfjob_operator.api.spec import NODE_LOST_TIMEOUT_SECONDS
+from tfjob_operator.api.spec import NODE_LOST_TIMEOUT_SECONDS, TFJobSpec
+from tfjob_operator.rules import naming
 from tfjob_operator.rules import status as st
 
 REASON = "NodeLost"
@@ -62,4 +67,31 @@ def message(node: str, since: datetime, seconds: int | None) -> str:
     return (
         f"{head}; the operator deletes the pod at {st.timestamp(due)} "
         f"(runPolicy.nodeLostTimeoutSeconds {timeout(seconds)}) so that it starts on another node"
+    )
+
+
+# What the scheduler says of a pod whose volume is tied to nodes where it cannot run.
+VOLUME_CONFLICT = "volume node affinity conflict"
+
+
+def claim_hint(job: str, spec: TFJobSpec) -> str | None:
+    """Why a pod that mounts the checkpoint claim may be held to one node, or None when the
+    job has no checkpoint claim."""
+    checkpoint = spec.checkpoint
+    if checkpoint is None:
+        return None
+    if checkpoint.storage is None:
+        return (
+            f"the volume of checkpoint claim {checkpoint.claim_name} is tied to a node where the "
+            "pod cannot run (ReadWriteOnce on a node that stopped answering?); a ReadWriteMany "
+            "claim lets the pods move"
+        )
+    modes = set(checkpoint.storage.access_modes)
+    claim = naming.checkpoint_claim_name(job)
+    if "ReadWriteMany" in modes:
+        return f"the volume of checkpoint claim {claim} is tied to nodes where the pod cannot run"
+    return (
+        f"checkpoint claim {claim} is ReadWriteOnce: its volume stays on one node and a pod "
+        "that mounts it can start only there, until that node answers again; "
+        "spec.checkpoint.storage.accessModes [ReadWriteMany] lets the pods move"
     )
