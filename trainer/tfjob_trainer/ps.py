@@ -155,7 +155,9 @@ def coordinate(
         t = trainable.prepare(opts, files)
         step = tf.Variable(0, dtype=tf.int64, trainable=False)
     model, optimizer = t.model, t.optimizer
-    ckpts = Checkpoints(opts.checkpoint_dir, step, model, optimizer, io_device=io_device)
+    ckpts = Checkpoints(
+        opts.checkpoint_dir, step, model, optimizer, io_device=io_device, writer=True
+    )
     start_step = ckpts.restore()
     user_input = trainable.input_plugin(opts)
 

@@ -156,7 +156,7 @@ def train(
     model, optimizer = t.model, t.optimizer
     # Every worker must save (saving is collective); only the chief writes where it counts.
     save_dir = opts.checkpoint_dir if is_chief else Path(tempfile.mkdtemp(prefix="tfjob-ckpt-"))
-    ckpts = Checkpoints(save_dir, step, model, optimizer)
+    ckpts = Checkpoints(save_dir, step, model, optimizer, writer=is_chief)
     current = ckpts.restore(tf.train.latest_checkpoint(str(opts.checkpoint_dir)))
     start_step = current
     user_input = trainable.input_plugin(opts)
