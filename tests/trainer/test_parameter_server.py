@@ -61,7 +61,7 @@ def test_parameter_servers_need_no_checkpoint_volume(make_job):
     job.start_all()
     second = job.wait("chief-0", 300).result()
     assert f"at step {first['steps']}" in job.procs["chief-0"].output()
-    assert second["steps"] >= 40
+    assert second["steps"] == 40
 
 
 @pytest.mark.parametrize("model", ["mlp", "cnn"])
@@ -75,7 +75,7 @@ def test_a_worker_on_one_cpu_trains(make_job, model):
     )  # fmt: skip
     job.start_all()
     result = job.wait("chief-0", 300).result()
-    assert result["steps"] >= 20
+    assert result["steps"] == 20
 
 
 def test_chief_finishes_when_a_worker_dies(make_job):
@@ -84,7 +84,8 @@ def test_chief_finishes_when_a_worker_dies(make_job):
     job.wait_for_line("chief-0", "step 40,")
     job.kill("worker-1")
     result = job.wait("chief-0", 300).result()
-    assert result["steps"] >= 300
+    # Closures the lost worker ran but did not answer run again: trained twice, counted once.
+    assert result["steps"] == 300
 
 
 @pytest.mark.parametrize("steps_per_call", ["1", "10"])

@@ -107,6 +107,22 @@ def fetch_report(remote: Any) -> tuple[float, tuple[float, ...]] | None:
     return float(loss), tuple(float(m) for m in metrics)
 
 
+def settle(step: tf.Variable, scheduled: int) -> int:
+    """The step counter once every closure has run: the steps scheduled, each once.
+
+    A closure whose worker was lost after it ran, but before its result reached the
+    coordinator, runs again on another worker: its steps are trained twice (more updates, as
+    asynchronous training allows) and counted twice on the parameter server. The job's step is
+    the schedule's, so that it ends at its exact target and checkpoints are named by it.
+    """
+    counted = int(step.numpy())
+    if counted != scheduled:
+        log.info("step counter at %d after re-run closures; the schedule's step is %d",
+                 counted, scheduled)  # fmt: skip
+        step.assign(scheduled)
+    return scheduled
+
+
 SAVE_TRIES = 3
 
 
@@ -203,13 +219,14 @@ def coordinate(
             fetched = fetch_report(remote)
             if fetched is not None:
                 loss, metrics = fetched[0], trainable.named(t.metrics.names, fetched[1])
-                progress.report(int(step.numpy()), loss, metrics)
+                progress.report(min(int(step.numpy()), scheduled), loss, metrics)
         if scheduled // opts.checkpoint_every > before // opts.checkpoint_every:
             coordinator.join()
+            settle(step, scheduled)
             save_checkpoint(ckpts)
     coordinator.join()
     elapsed = time.perf_counter() - started
-    final = int(step.numpy())
+    final = settle(step, scheduled)
     if not ckpts.latest.endswith(f"-{final}"):  # not saved at this step by the loop
         save_checkpoint(ckpts)
     if start_step >= opts.steps:
