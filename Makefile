@@ -72,7 +72,7 @@ images: venv
 	$(PY) -m tfjob_testbed.images build
 
 cluster: setup
-	$(PY) -m tfjob_testbed.cluster up
+	$(PY) -m tfjob_testbed.cluster up --nodes $(or $(NODES),1)
 
 cluster-down: venv
 	$(PY) -m tfjob_testbed.cluster down

@@ -1,8 +1,9 @@
-"""`make cluster`: a real one-node cluster on this machine, with the operator installed from its
-Helm chart and both images built from the Dockerfile, for trying TFJobs as on any cluster.
+"""`make cluster`: a real one-node cluster on this machine (two nodes with `NODES=2`), with the
+operator installed from its Helm chart and both images built from the Dockerfile, for trying
+TFJobs as on any cluster.
 
-    python -m tfjob_testbed.cluster up     # stays in the foreground; Ctrl-C tears down
-    python -m tfjob_testbed.cluster down   # from another shell, or after a crash
+    python -m tfjob_testbed.cluster up [--nodes 2]  # stays in the foreground; Ctrl-C tears down
+    python -m tfjob_testbed.cluster down            # from another shell, or after a crash
 
 Ctrl-C, SIGTERM and SIGHUP all tear everything down (see `node.teardown`).
 """
@@ -89,8 +90,11 @@ def _tool(binary: Path, kubeconfig: Path, *args: str, check: bool = True, input:
     return proc
 
 
-def start(directory: Path | None = None) -> Cluster:
-    """Images, node, then the chart: returns once the operator pod is Ready."""
+def start(directory: Path | None = None, nodes: int = 1) -> Cluster:
+    """Images, node (and a second one if `nodes` is 2: see `Node.second`), then the chart:
+    returns once the operator pod is Ready."""
+    if nodes not in (1, 2):
+        raise ValueError(f"{nodes} nodes: the bed has one or two")
     timings: dict[str, float] = {}
     t0 = time.monotonic()
     tools = ensure_tools()
@@ -101,6 +105,9 @@ def start(directory: Path | None = None) -> Cluster:
     timings.update({f"node: {k}": v for k, v in node.timings.items()})
     cluster = Cluster(node, tools, timings, node.kubeconfig)
     try:
+        if nodes == 2:
+            second = node.second()
+            timings.update({f"node 2: {k}": v for k, v in second.timings.items()})
         t1 = time.monotonic()
         # The chart as users install it: its own image names and tags, pulled if not present.
         cluster.helm(
@@ -120,8 +127,8 @@ def start(directory: Path | None = None) -> Cluster:
 
 
 @contextlib.contextmanager
-def running(directory: Path | None = None) -> Iterator[Cluster]:
-    cluster = start(directory)
+def running(directory: Path | None = None, nodes: int = 1) -> Iterator[Cluster]:
+    cluster = start(directory, nodes)
     try:
         yield cluster
     finally:
@@ -136,16 +143,17 @@ def _stop(signum: int, frame: FrameType | None) -> None:
     raise _Stop(signal.Signals(signum).name)
 
 
-def _up() -> int:
+def _up(nodes: int = 1) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _stop)
     holder = state_dir() / "cluster.pid"
     try:
-        with running() as cluster:
+        with running(nodes=nodes) as cluster:
             holder.write_text(str(os.getpid()))
             kubeconfig = cluster.kubeconfig
+            size = {1: "one-node", 2: "two-node"}[nodes]
             print(
-                f"\nA one-node cluster is up ({cluster.timings['total']:.0f} s), the operator "
+                f"\nA {size} cluster is up ({cluster.timings['total']:.0f} s), the operator "
                 f"running from the chart in {NAMESPACE}. In another shell:\n\n"
                 f"  export KUBECONFIG={kubeconfig}\n"
                 f"  export PATH={cluster.tools.kubectl.parent}:$PATH\n"
@@ -186,8 +194,11 @@ def _down() -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tfjob_testbed.cluster")
     parser.add_argument("command", choices=["up", "down"])
+    parser.add_argument(
+        "--nodes", type=int, choices=[1, 2], default=1, help="with up: one node, or two"
+    )
     args = parser.parse_args(argv)
-    return _up() if args.command == "up" else _down()
+    return _up(args.nodes) if args.command == "up" else _down()
 
 
 if __name__ == "__main__":

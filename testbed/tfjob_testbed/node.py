@@ -2,12 +2,15 @@
 cluster DNS and volumes, beside the control plane of `controlplane.py`.
 
 Everything binds to the bridge address (10.244.0.1) or loopback; pods get no default route,
-so their traffic reaches only the bridge, the Service range and nothing else. What the bed
+so their traffic reaches only the nodes' pods (CLUSTER_CIDR: a second node's too, see
+`second_node.py`), the Service range and nothing else. What the bed
 changes on the host is recorded before it changes it and put back by `teardown`, which works
 from the records alone (so `make cluster-down` works after a crash, too):
 
 - processes: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, containerd and
   its shims, kubelet, kube-proxy, dnsmasq, the DNS/volume service;
+- the second node, when `Node.second` brought one up (see `second_node.py`): its processes,
+  network and mount namespaces, veth, cgroups and state;
 - the bridge `tfjob0`, pod network namespaces (`/run/netns/cni-*`), kube-proxy's iptables
   chains (`KUBE-*`);
 - mounts under the state dir and the paths kubelet and containerd write outside it
@@ -32,7 +35,7 @@ import sys
 import tarfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfjob_testbed.controlplane import (
     SERVICE_CLUSTER_IP_RANGE,
@@ -45,12 +48,20 @@ from tfjob_testbed.paths import cache_dir
 from tfjob_testbed.procs import alive, terminate
 from tfjob_testbed.tools import ensure_tools
 
+if TYPE_CHECKING:
+    from tfjob_testbed.second_node import SecondNode
+
 HOST_PACKAGES = Path(__file__).with_name("host-packages.sh")
 BRIDGE = "tfjob0"
 NODE_IP = "10.244.0.1"
 POD_CIDR = "10.244.0.0/24"
+# Every node's pods: node 1 has 10.244.0.0/24, the second node 10.244.1.0/24. Pods route the
+# whole range to their bridge, and kube-proxy treats it as in-cluster traffic.
+CLUSTER_CIDR = "10.244.0.0/16"
 NODE_NAME = "tfjob-node"
 CLUSTER_DOMAIN = "cluster.local"
+SHARED_STORAGE_CLASS = "shared"  # ReadWriteMany volumes every node sees (the default: `standard`)
+NETNS_DIR = "/run/netns"
 GPUS = 2  # nvidia.com/gpu capacity the node advertises: the GPU examples schedule, on CPU
 PAUSE_IMAGE = "localhost/tfjob-pause:3.4.1"
 # Kernel settings something in the bed may change: kubelet (its kernel tunables), kube-proxy
@@ -88,7 +99,16 @@ EXES = {
     "kube-proxy": "kube-proxy",
     "dnsmasq": "dnsmasq",
     "nodeservices": "python3.11",
+    # The second node's (second_node.py): nsenter execs them, so the PID is the binary's.
+    "containerd-2": "containerd",
+    "kubelet-2": "kubelet",
+    "kube-proxy-2": "kube-proxy",
 }
+# A lost node is noticed in about 20 s (kubelets post status every 4 s, their lease lasts 20 s,
+# the controller-manager's --node-monitor-grace-period is 20 s), for the tests' speed: the real
+# defaults (10 s, 40 s, 40 s) would make every node-loss test wait twice as long.
+NODE_STATUS_UPDATE_FREQUENCY = "4s"
+NODE_LEASE_DURATION_SECONDS = 20
 
 
 class NodeError(RuntimeError):
@@ -153,6 +173,135 @@ def iptables_chains() -> set[str]:
     return chains
 
 
+def cni_conflist(bridge: str, subnet: str, gateway: str, ipam_dir: Path) -> dict[str, Any]:
+    """The CNI network of one node: a bridge, addresses from `subnet`, routes to every node's
+    pods (CLUSTER_CIDR) and the Services through the bridge, no way out."""
+    return {
+        "cniVersion": "0.4.0",
+        "name": "tfjob",
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": bridge,
+                "isGateway": True,
+                "ipMasq": False,  # no way out: pods reach the nodes and Services only
+                "hairpinMode": True,
+                "ipam": {
+                    "type": "host-local",
+                    "dataDir": str(ipam_dir),
+                    "ranges": [[{"subnet": subnet, "gateway": gateway}]],
+                    "routes": [{"dst": CLUSTER_CIDR}, {"dst": SERVICE_CLUSTER_IP_RANGE}],
+                },
+            },
+            {"type": "portmap", "capabilities": {"portMappings": True}},
+        ],
+    }
+
+
+def containerd_config(root: Path, state: Path, socket: Path, cni_conf_dir: Path) -> str:
+    """containerd's config.toml: images in `root` (the cache), everything else in `state`."""
+    return f"""version = 2
+root = "{root}"
+state = "{state}/state"
+oom_score = 0
+[grpc]
+  address = "{socket}"
+[ttrpc]
+  address = "{socket}.ttrpc"
+[metrics]
+  address = ""
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{state}/opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{PAUSE_IMAGE}"
+  enable_selinux = false
+  # root here lacks CAP_SYS_RESOURCE: kubelet's negative oom_score_adj would fail every sandbox
+  restrict_oom_score_adj = true
+  disable_apparmor = true
+  disable_hugetlb_controller = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        BinaryName = "/usr/sbin/runc"
+        SystemdCgroup = false
+        Root = "{state}/runc"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "{cni_conf_dir}"
+    max_conf_num = 1
+"""
+
+
+def kubelet_config(
+    directory: Path, address: str, pki: Path, cgroup_root: str | None = None
+) -> dict[str, Any]:
+    """A kubelet's KubeletConfiguration, serving on `address`, its files in `directory`."""
+    config: dict[str, Any] = {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "address": address,
+        "port": 10250,
+        "readOnlyPort": 0,
+        "healthzBindAddress": "127.0.0.1",
+        "healthzPort": 10248,
+        "authentication": {
+            "anonymous": {"enabled": False},
+            "webhook": {"enabled": False},
+            "x509": {"clientCAFile": str(pki / "ca.crt")},
+        },
+        "authorization": {"mode": "AlwaysAllow"},
+        "cgroupDriver": "cgroupfs",
+        "failSwapOn": False,
+        "clusterDomain": CLUSTER_DOMAIN,
+        "clusterDNS": [NODE_IP],  # dnsmasq on node 1's bridge, routed to from every node
+        "resolvConf": str(directory / "resolv.conf"),
+        "volumePluginDir": str(directory / "volume-plugins"),
+        "makeIPTablesUtilChains": False,
+        # No registry: every image is imported, so none may be collected.
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+        "evictionHard": {
+            "memory.available": "100Mi",
+            "nodefs.available": "1%",
+            "nodefs.inodesFree": "1%",
+            "imagefs.available": "1%",
+        },
+        "serializeImagePulls": False,
+        "maxPods": 60,
+        # Test speed: a lost node noticed in ~20 s (see NODE_LEASE_DURATION_SECONDS).
+        "nodeStatusUpdateFrequency": NODE_STATUS_UPDATE_FREQUENCY,
+        "nodeLeaseDurationSeconds": NODE_LEASE_DURATION_SECONDS,
+    }
+    if cgroup_root is not None:
+        config["cgroupRoot"] = cgroup_root
+    return config
+
+
+def ctr(socket: Path, *args: str, check: bool = True, timeout: float = 600):
+    """`ctr` against the containerd at `socket`, in Kubernetes' namespace."""
+    return _run("ctr", "--address", str(socket), "-n", "k8s.io", *args, check=check,
+                timeout=timeout)  # fmt: skip
+
+
+def import_images(socket: Path, store: Path, archives: list[Path]) -> None:
+    """Import each archive once into the containerd at `socket`, whose image store is `store`:
+    a record in the store names what it already holds."""
+    record = store / "imported.json"
+    done = set(json.loads(record.read_text())) if record.exists() else set()
+    present = ctr(socket, "images", "ls", "-q").stdout.split()
+    for archive in archives:
+        tags = _archive_tags(archive)
+        if str(archive) in done and all(t in present for t in tags):
+            continue
+        _log(f"importing {archive.name} into containerd ({store.name})")
+        ctr(socket, "images", "import", "--snapshotter", "overlayfs", "--no-unpack", str(archive))
+        done.add(str(archive))
+        record.write_text(json.dumps(sorted(done)))
+
+
 def pause_archive(directory: Path) -> Path:
     """The sandbox image, as a docker archive: Kubernetes' own pause.c, built static.
 
@@ -211,7 +360,8 @@ def pause_archive(directory: Path) -> Path:
 
 
 class Node:
-    """The control plane plus one real node, started by `up` and stopped by `down`."""
+    """The control plane plus one real node, started by `up` and stopped by `down`; `second()`
+    adds a second node (`second_node.SecondNode`) to it."""
 
     def __init__(self, directory: Path | None = None) -> None:
         self.dir = (directory or state_dir()).absolute()
@@ -220,6 +370,9 @@ class Node:
         self.kubeconfig = self.dir / "kubeconfig"
         self.volumes = self.dir / "volumes"
         self.timings: dict[str, float] = {}
+        # Every archive imported into node 1, in order: a second node gets the same.
+        self.archives: list[Path] = []
+        self._second: SecondNode | None = None
 
     @property
     def socket(self) -> Path:
@@ -274,6 +427,8 @@ class Node:
             "sysctls": read_sysctls(),
             "chains": sorted(iptables_chains()),
             "fixed_paths": [p for p in FIXED_PATHS if os.path.lexists(p)],
+            # `ip netns add` (the second node) makes /run/netns a mount point of its own.
+            "netns_mounted": _is_mount_point(NETNS_DIR),
         }
         (self.dir / "host.json").write_text(json.dumps(host, indent=1))
 
@@ -287,65 +442,14 @@ class Node:
         _run("ip", "link", "set", BRIDGE, "up")
         cni = self.dir / "cni"
         (cni / "net.d").mkdir(parents=True, exist_ok=True)
-        conf = {
-            "cniVersion": "0.4.0",
-            "name": "tfjob",
-            "plugins": [
-                {
-                    "type": "bridge",
-                    "bridge": BRIDGE,
-                    "isGateway": True,
-                    "ipMasq": False,  # no way out: pods reach the bridge and Services only
-                    "hairpinMode": True,
-                    "ipam": {
-                        "type": "host-local",
-                        "dataDir": str(cni / "ipam"),
-                        "ranges": [[{"subnet": POD_CIDR, "gateway": NODE_IP}]],
-                        "routes": [{"dst": POD_CIDR}, {"dst": SERVICE_CLUSTER_IP_RANGE}],
-                    },
-                },
-                {"type": "portmap", "capabilities": {"portMappings": True}},
-            ],
-        }
+        conf = cni_conflist(BRIDGE, POD_CIDR, NODE_IP, cni / "ipam")
         (cni / "net.d" / "10-tfjob.conflist").write_text(json.dumps(conf, indent=1))
 
     def _containerd(self) -> None:
         d = self.dir / "containerd"
         d.mkdir(parents=True, exist_ok=True)
         self.store.mkdir(parents=True, exist_ok=True)
-        config = f"""version = 2
-root = "{self.store}/root"
-state = "{d}/state"
-oom_score = 0
-[grpc]
-  address = "{self.socket}"
-[ttrpc]
-  address = "{self.socket}.ttrpc"
-[metrics]
-  address = ""
-[plugins."io.containerd.internal.v1.opt"]
-  path = "{d}/opt"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "{PAUSE_IMAGE}"
-  enable_selinux = false
-  # root here lacks CAP_SYS_RESOURCE: kubelet's negative oom_score_adj would fail every sandbox
-  restrict_oom_score_adj = true
-  disable_apparmor = true
-  disable_hugetlb_controller = true
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        BinaryName = "/usr/sbin/runc"
-        SystemdCgroup = false
-        Root = "{d}/runc"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
-    conf_dir = "{self.dir}/cni/net.d"
-    max_conf_num = 1
-"""
+        config = containerd_config(self.store / "root", d, self.socket, self.dir / "cni" / "net.d")
         (d / "config.toml").write_text(config)
         self.plane.spawn("containerd", ["/usr/bin/containerd", "--config", str(d / "config.toml")])
         self._until(
@@ -357,69 +461,21 @@ oom_score = 0
     def _ctr(
         self, *args: str, check: bool = True, timeout: float = 600
     ) -> subprocess.CompletedProcess[str]:
-        return _run(
-            "ctr",
-            "--address",
-            str(self.socket),
-            "-n",
-            "k8s.io",
-            *args,
-            check=check,
-            timeout=timeout,
-        )
+        return ctr(self.socket, *args, check=check, timeout=timeout)
 
     def import_images(self, archives: list[Path]) -> None:
-        """Import each archive once: a record in the store names what it already holds."""
-        record = self.store / "imported.json"
-        done = set(json.loads(record.read_text())) if record.exists() else set()
-        present = self._ctr("images", "ls", "-q").stdout.split()
-        for archive in archives:
-            tags = _archive_tags(archive)
-            if str(archive) in done and all(t in present for t in tags):
-                continue
-            _log(f"importing {archive.name} into containerd")
-            self._ctr("images", "import", "--snapshotter", "overlayfs", "--no-unpack", str(archive))
-            done.add(str(archive))
-            record.write_text(json.dumps(sorted(done)))
+        """Import each archive once (a record in the store names what it already holds); a
+        second node, if one runs, gets it too, and so does any brought up later."""
+        import_images(self.socket, self.store, archives)
+        self.archives += [a for a in archives if a not in self.archives]
+        if self._second is not None and self._second.state == "up":
+            self._second.import_images(archives)
 
     def _kubelet(self, deadline: float) -> None:
         d = self.dir / "kubelet"
         d.mkdir(parents=True, exist_ok=True)
         (d / "resolv.conf").write_text(f"nameserver {NODE_IP}\n")
-        pki = self.plane.workdir / "pki"
-        config = {
-            "apiVersion": "kubelet.config.k8s.io/v1beta1",
-            "kind": "KubeletConfiguration",
-            "address": NODE_IP,
-            "port": 10250,
-            "readOnlyPort": 0,
-            "healthzBindAddress": "127.0.0.1",
-            "healthzPort": 10248,
-            "authentication": {
-                "anonymous": {"enabled": False},
-                "webhook": {"enabled": False},
-                "x509": {"clientCAFile": str(pki / "ca.crt")},
-            },
-            "authorization": {"mode": "AlwaysAllow"},
-            "cgroupDriver": "cgroupfs",
-            "failSwapOn": False,
-            "clusterDomain": CLUSTER_DOMAIN,
-            "clusterDNS": [NODE_IP],
-            "resolvConf": str(d / "resolv.conf"),
-            "volumePluginDir": str(d / "volume-plugins"),
-            "makeIPTablesUtilChains": False,
-            # No registry: every image is imported, so none may be collected.
-            "imageGCHighThresholdPercent": 100,
-            "imageGCLowThresholdPercent": 99,
-            "evictionHard": {
-                "memory.available": "100Mi",
-                "nodefs.available": "1%",
-                "nodefs.inodesFree": "1%",
-                "imagefs.available": "1%",
-            },
-            "serializeImagePulls": False,
-            "maxPods": 60,
-        }
+        config = kubelet_config(d, NODE_IP, self.plane.workdir / "pki")
         (d / "config.yaml").write_text(json.dumps(config, indent=1))
         env = dict(os.environ, AWS_EC2_METADATA_DISABLED="true")  # no cloud metadata probe
         self.plane.spawn(
@@ -449,16 +505,20 @@ oom_score = 0
         )
         _restore_sysctls(self._host()["sysctls"], KUBELET_SYSCTLS)
         self._until(deadline, f"node {NODE_NAME} Ready", self._node_ready)
+        self.advertise_gpus(NODE_NAME, deadline)
+
+    def advertise_gpus(self, name: str, deadline: float) -> None:
+        """Give node `name` GPUS nvidia.com/gpu of capacity, as a device plugin would."""
         self._api(
             "PATCH",
-            f"/api/v1/nodes/{NODE_NAME}/status",
+            f"/api/v1/nodes/{name}/status",
             {"status": {"capacity": {"nvidia.com/gpu": str(GPUS)}}},
         )
         self._until(
             deadline,
-            "nvidia.com/gpu allocatable",
+            f"nvidia.com/gpu allocatable on {name}",
             lambda: (
-                (self._api("GET", f"/api/v1/nodes/{NODE_NAME}") or {})
+                (self._api("GET", f"/api/v1/nodes/{name}") or {})
                 .get("status", {})
                 .get("allocatable", {})
                 .get("nvidia.com/gpu")
@@ -475,7 +535,7 @@ oom_score = 0
                 f"--kubeconfig={self.kubeconfig}",
                 "--proxy-mode=iptables",
                 f"--hostname-override={NODE_NAME}",
-                f"--cluster-cidr={POD_CIDR}",
+                f"--cluster-cidr={CLUSTER_CIDR}",
                 f"--bind-address={NODE_IP}",
                 f"--nodeport-addresses={NODE_IP}/32",
                 "--healthz-bind-address=127.0.0.1:10256",
@@ -519,6 +579,9 @@ oom_score = 0
                 sys.executable, "-m", "tfjob_testbed.nodeservices",
                 f"--kubeconfig={self.kubeconfig}", f"--hosts-file={hosts}",
                 f"--volumes-dir={self.volumes}", f"--cluster-domain={CLUSTER_DOMAIN}",
+                # Like kind's local-path: a volume is made on the node its first pod runs on
+                # and pinned there; `shared` is the NFS-like class both nodes see.
+                "--binding-mode=WaitForFirstConsumer", f"--shared-class={SHARED_STORAGE_CLASS}",
             ],
         )  # fmt: skip
         log = self.plane.workdir / "nodeservices.log"
@@ -569,15 +632,7 @@ oom_score = 0
     def container_log(namespace: str, pod: str, container: str = "tensorflow") -> str:
         """The messages of a container's newest run, read from kubelet's log files on the host:
         readable while the API server is down."""
-        runs = sorted(
-            Path("/var/log/pods").glob(f"{namespace}_{pod}_*/{container}/*.log"),
-            key=lambda p: int(p.stem) if p.stem.isdigit() else -1,
-        )
-        if not runs:
-            return ""
-        # CRI format: "<time> <stream> <F|P> <message>"
-        lines = runs[-1].read_text(errors="replace").splitlines()
-        return "\n".join(line.split(" ", 3)[3] for line in lines if line.count(" ") >= 3)
+        return read_container_log(Path("/var/log/pods"), namespace, pod, container)
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -596,8 +651,8 @@ oom_score = 0
              "-p", json.dumps(body))  # fmt: skip
         return None
 
-    def _node_ready(self) -> bool:
-        node = self._api("GET", f"/api/v1/nodes/{NODE_NAME}") or {}
+    def _node_ready(self, name: str = NODE_NAME) -> bool:
+        node = self._api("GET", f"/api/v1/nodes/{name}") or {}
         conds = node.get("status", {}).get("conditions", [])
         return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
 
@@ -615,14 +670,51 @@ oom_score = 0
 
     # -- teardown ---------------------------------------------------------------------------
 
+    def second(self, timeout: float = 600) -> SecondNode:
+        """A healthy second node (`second_node.SecondNode`): the one running if it is, else a
+        fresh one, after tearing down one that was killed, partitioned or broken (its Node
+        object and the pods bound to it deleted from the API too)."""
+        from tfjob_testbed import second_node
+
+        if self._second is not None:
+            if self._second.healthy():
+                return self._second
+            _log(f"{self._second.name} is {self._second.state}: replacing it")
+            self._second.remove()
+            self._second = None
+        elif (self.dir / second_node.SUBDIR).exists():
+            second_node.teardown(self.dir)
+        second = second_node.SecondNode(self)
+        self._second = second
+        second.up(timeout)
+        return second
+
     def down(self) -> None:
         """Delete the pods while kubelet still runs (so their networks and mounts go the
         proper way), stop every process, then put the host back."""
+        if self._second is not None and self._second.state != "up":
+            with contextlib.suppress(Exception):  # a dead node's pods never go: not waited for
+                self._second.remove()
+        self._second = None
         if self.plane.processes():
             with contextlib.suppress(Exception):
                 _drain(self.kubeconfig)
             self.plane.stop()
         teardown(self.dir)
+
+
+def read_container_log(pod_logs: Path, namespace: str, pod: str, container: str) -> str:
+    """The messages of a container's newest run, from a kubelet's log files in `pod_logs`
+    (its /var/log/pods)."""
+    runs = sorted(
+        pod_logs.glob(f"{namespace}_{pod}_*/{container}/*.log"),
+        key=lambda p: int(p.stem) if p.stem.isdigit() else -1,
+    )
+    if not runs:
+        return ""
+    # CRI format: "<time> <stream> <F|P> <message>"
+    lines = runs[-1].read_text(errors="replace").splitlines()
+    return "\n".join(line.split(" ", 3)[3] for line in lines if line.count(" ") >= 3)
 
 
 def _kubectl() -> str:
@@ -670,6 +762,15 @@ def _our_shims(socket_path: Path) -> list[int]:
     return pids
 
 
+def _is_mount_point(path: str) -> bool:
+    """Whether something is mounted on `path` (a bind mount of a directory on itself too, which
+    os.path.ismount cannot tell)."""
+    return any(
+        line.split()[1].encode().decode("unicode_escape") == path
+        for line in Path("/proc/mounts").read_text().splitlines()
+    )
+
+
 def _mounts_under(prefixes: list[str]) -> list[str]:
     mounts = []
     for line in Path("/proc/mounts").read_text().splitlines():
@@ -680,7 +781,10 @@ def _mounts_under(prefixes: list[str]) -> list[str]:
 
 
 def leftovers(directory: Path | None = None) -> list[str]:
-    """What of a node is still on the host: empty once `teardown` has run."""
+    """What of a node (and of a second node) is still on the host: empty once `teardown` has
+    run."""
+    from tfjob_testbed import second_node
+
     d = (directory or state_dir()).absolute()
     found = []
     pids_file = d / "pids.json"
@@ -697,11 +801,14 @@ def leftovers(directory: Path | None = None) -> list[str]:
     ]
     found += [f"iptables {c}" for c in sorted(iptables_chains()) if "/KUBE-" in c]
     found += [f"cgroup {c}" for c in sorted(map(str, Path("/sys/fs/cgroup").glob("*/kubepods")))]
+    found += second_node.leftovers(d)
     return found
 
 
 def teardown(directory: Path | None = None) -> None:
     """Put the host back from the records a node left: safe to run twice, or with no node."""
+    from tfjob_testbed import second_node
+
     d = (directory or state_dir()).absolute()
     host_file = d / "host.json"
     host = json.loads(host_file.read_text()) if host_file.exists() else None
@@ -709,6 +816,7 @@ def teardown(directory: Path | None = None) -> None:
     pids = json.loads(pids_file.read_text()) if pids_file.exists() else {}
     for name in reversed(list(pids)):
         terminate(pids[name], 10, exe=EXES.get(name, name))
+    second_node.teardown(d)
     sock = d / "containerd" / "containerd.sock"
     for pid in _our_shims(sock):
         with contextlib.suppress(ProcessLookupError):
@@ -725,8 +833,12 @@ def teardown(directory: Path | None = None) -> None:
         if "/KUBE-" in chain:
             table, name = chain.split("/", 1)
             _run("iptables", "-t", table, "-X", name, check=False)
-    for netns in Path("/run/netns").glob("cni-*"):
-        _run("ip", "netns", "delete", netns.name, check=False)
+    # A namespace its last user has just left may hold on to them for a moment: retried.
+    deadline = time.monotonic() + 10
+    while (netns := list(Path(NETNS_DIR).glob("cni-*"))) and time.monotonic() < deadline:
+        for ns in netns:
+            _run("ip", "netns", "delete", ns.name, check=False)
+        time.sleep(0.1)
     _run("ip", "link", "delete", BRIDGE, check=False)
     for mount in _mounts_under([str(d), str(cache_dir() / "containerd"), *FIXED_PATHS]):
         _run("umount", "-l", mount, check=False)
@@ -741,6 +853,8 @@ def teardown(directory: Path | None = None) -> None:
         with contextlib.suppress(OSError):
             top.rmdir()
     if host is not None:
+        if not host.get("netns_mounted", True) and _is_mount_point(NETNS_DIR):
+            _run("umount", NETNS_DIR, check=False)
         _restore_sysctls(host["sysctls"])
         for path in FIXED_PATHS:
             if path not in host["fixed_paths"]:

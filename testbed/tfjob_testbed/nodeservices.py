@@ -9,10 +9,19 @@ for both, watching the API server:
 - like kind's local-path provisioner, it makes a hostPath PersistentVolume for every pending
   claim of its StorageClass and deletes volume and directory once the claim is gone.
 
+With ``--binding-mode WaitForFirstConsumer`` (what the bed runs, as kind does) the default class
+binds late: a claim gets its volume only once the scheduler has picked a node for its first pod
+(the claim's ``volume.kubernetes.io/selected-node``), and the volume is pinned to that node
+(``nodeAffinity`` on ``kubernetes.io/hostname``), as a node-local disk is. ``--shared-class``
+adds a second, non-default class that binds at once and is pinned nowhere: like NFS, every node
+sees the same directory, for ReadWriteMany claims. Without these flags there is one class that
+binds at once (a control plane with no scheduler or kubelet can still bind claims).
+
 Usage::
 
     python -m tfjob_testbed.nodeservices --kubeconfig K --hosts-file F --volumes-dir D \\
-        [--cluster-domain cluster.local] [--storage-class standard]
+        [--cluster-domain cluster.local] [--storage-class standard] \\
+        [--binding-mode Immediate|WaitForFirstConsumer] [--shared-class shared]
 """
 
 from __future__ import annotations
@@ -41,6 +50,10 @@ DEFAULT_STORAGE_CLASS = "standard"
 ANN_PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"
 ANN_DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
 ANN_BETA_CLASS = "volume.beta.kubernetes.io/storage-class"  # still honoured by the PV binder
+ANN_SELECTED_NODE = "volume.kubernetes.io/selected-node"  # set by the scheduler (late binding)
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+IMMEDIATE, WAIT_FOR_FIRST_CONSUMER = "Immediate", "WaitForFirstConsumer"
+BINDING_MODES = (IMMEDIATE, WAIT_FOR_FIRST_CONSUMER)
 VOLUME_DIR_MODE = 0o777  # pods run as non-root (UID 65532) and must write their volume
 
 SERVICES, ENDPOINTS, CLAIMS, VOLUMES = "services", "endpoints", "claims", "volumes"
@@ -109,15 +122,23 @@ def dns_records(
     return [f"{ip} {name}" for name, ip in sorted(records)]
 
 
-def storage_class_manifest(name: str = DEFAULT_STORAGE_CLASS) -> Obj:
-    """The default StorageClass whose claims this process provisions, as kind names its own."""
+def storage_class_manifest(
+    name: str = DEFAULT_STORAGE_CLASS, binding_mode: str = IMMEDIATE, default: bool = True
+) -> Obj:
+    """A StorageClass whose claims this process provisions: by default the default class, as
+    kind names its own."""
+    if binding_mode not in BINDING_MODES:
+        raise ValueError(f"volumeBindingMode {binding_mode!r}: one of {BINDING_MODES}")
+    metadata: Obj = {"name": name}
+    if default:
+        metadata["annotations"] = {ANN_DEFAULT_CLASS: "true"}
     return {
         "apiVersion": "storage.k8s.io/v1",
         "kind": "StorageClass",
-        "metadata": {"name": name, "annotations": {ANN_DEFAULT_CLASS: "true"}},
+        "metadata": metadata,
         "provisioner": PROVISIONER,
         "reclaimPolicy": "Delete",
-        "volumeBindingMode": "Immediate",
+        "volumeBindingMode": binding_mode,
     }
 
 
@@ -136,7 +157,10 @@ def volume_dir(volumes_dir: PurePath, claim: Mapping[str, Any]) -> PurePath:
 
 
 def volume_for_claim(
-    claim: Mapping[str, Any], volumes_dir: PurePath, storage_class: str = DEFAULT_STORAGE_CLASS
+    claim: Mapping[str, Any],
+    volumes_dir: PurePath,
+    storage_class: str = DEFAULT_STORAGE_CLASS,
+    binding_mode: str = IMMEDIATE,
 ) -> Obj | None:
     """The PersistentVolume to create for ``claim``, or None when it is not ours to provision.
 
@@ -144,11 +168,17 @@ def volume_for_claim(
     names no class at all is left alone, as the binder would: only the DefaultStorageClass
     admission (or the user) makes it ours by setting ``spec.storageClassName``. Claims with a
     selector, a data source or a block volume mode are skipped, as external provisioners do.
+
+    A class that waits for the first consumer (``binding_mode``) provisions only once the
+    scheduler has named the node (``volume.kubernetes.io/selected-node``), and its volume may
+    be used on that node only (``nodeAffinity``), as kind's local-path volumes.
     """
     meta = claim.get("metadata") or {}
     spec = claim.get("spec") or {}
     phase = (claim.get("status") or {}).get("phase", "Pending")
     storage = ((spec.get("resources") or {}).get("requests") or {}).get("storage")
+    node = ((meta.get("annotations") or {}).get(ANN_SELECTED_NODE)) or None
+    late = binding_mode == WAIT_FOR_FIRST_CONSUMER
     if (
         claim_class(claim) != storage_class
         or phase != "Pending"
@@ -159,9 +189,10 @@ def volume_for_claim(
         or spec.get("volumeMode", "Filesystem") != "Filesystem"
         or not storage
         or not meta.get("uid")
+        or (late and node is None)
     ):
         return None
-    return {
+    pv: Obj = {
         "apiVersion": "v1",
         "kind": "PersistentVolume",
         "metadata": {
@@ -187,6 +218,10 @@ def volume_for_claim(
             },
         },
     }
+    if late:
+        term = {"matchExpressions": [{"key": HOSTNAME_LABEL, "operator": "In", "values": [node]}]}
+        pv["spec"]["nodeAffinity"] = {"required": {"nodeSelectorTerms": [term]}}
+    return pv
 
 
 def released_volume_dir(volume: Mapping[str, Any], volumes_dir: PurePath) -> PurePath | None:
@@ -343,6 +378,15 @@ class Config:
     volumes_dir: Path
     domain: str = DEFAULT_DOMAIN
     storage_class: str = DEFAULT_STORAGE_CLASS
+    binding_mode: str = IMMEDIATE  # the default class's
+    shared_class: str | None = None  # a second class: binds at once, pinned to no node
+
+    def classes(self) -> list[Obj]:
+        """The StorageClasses this process makes and provisions, the default one first."""
+        out = [storage_class_manifest(self.storage_class, self.binding_mode)]
+        if self.shared_class:
+            out.append(storage_class_manifest(self.shared_class, IMMEDIATE, default=False))
+        return out
 
 
 @dataclass
@@ -447,7 +491,8 @@ class NodeServices:
                 failed = True
         if not st.class_ready:
             try:
-                self._ensure_storage_class()
+                for body in self.config.classes():
+                    self._ensure_storage_class(body)
                 st.class_ready = True
             except Exception as e:
                 log.info("storage class %s: %s", self.config.storage_class, describe(e))
@@ -495,12 +540,15 @@ class NodeServices:
         st.written = lines
         log.info("hosts: wrote %d records to %s", len(lines), self.config.hosts_file)
 
-    def _ensure_storage_class(self) -> None:
-        body = storage_class_manifest(self.config.storage_class)
+    def _ensure_storage_class(self, body: Obj) -> None:
         try:
             self.storage.create_storage_class(body, _preload_content=False)
             log.info(
-                "storage class %s created (default, %s)", body["metadata"]["name"], PROVISIONER
+                "storage class %s created (%s%s, %s)",
+                body["metadata"]["name"],
+                "default, " if body["metadata"].get("annotations") else "",
+                body["volumeBindingMode"],
+                PROVISIONER,
             )
         except kubernetes.client.ApiException as e:
             if e.status != 409:
@@ -516,7 +564,11 @@ class NodeServices:
         claim = self.state.objects[CLAIMS].get(key)
         if claim is None:
             return
-        pv = volume_for_claim(claim, self.config.volumes_dir, self.config.storage_class)
+        pv = None
+        for sc in self.config.classes():
+            pv = pv or volume_for_claim(
+                claim, self.config.volumes_dir, sc["metadata"]["name"], sc["volumeBindingMode"]
+            )
         if pv is None:
             return
         name = pv["metadata"]["name"]
@@ -532,12 +584,15 @@ class NodeServices:
                 return  # made before a restart; its ADDED event is on the way
             raise
         self.state.objects[VOLUMES][("", name)] = pv
+        affinity = pv["spec"].get("nodeAffinity")
         log.info(
-            "volume %s created for claim %s (%s, %s) at %s",
+            "volume %s created for claim %s (%s, %s, %s) at %s",
             name,
             "/".join(key),
             pv["spec"]["capacity"]["storage"],
             ",".join(pv["spec"]["accessModes"]),
+            pv["spec"]["storageClassName"]
+            + (f" on {claim['metadata']['annotations'][ANN_SELECTED_NODE]}" if affinity else ""),
             path,
         )
 
@@ -592,6 +647,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--volumes-dir", type=Path, required=True, help="volumes live here")
     parser.add_argument("--cluster-domain", default=DEFAULT_DOMAIN)
     parser.add_argument("--storage-class", default=DEFAULT_STORAGE_CLASS)
+    parser.add_argument(
+        "--binding-mode",
+        choices=BINDING_MODES,
+        default=IMMEDIATE,
+        help="of the default class: WaitForFirstConsumer pins each volume to its first node",
+    )
+    parser.add_argument(
+        "--shared-class", help="a second class, bound at once and pinned to no node (like NFS)"
+    )
     args = parser.parse_args(argv)
 
     handler = logging.StreamHandler(sys.stdout)
@@ -609,14 +673,17 @@ def main(argv: list[str] | None = None) -> int:
         volumes_dir=args.volumes_dir.absolute(),
         domain=args.cluster_domain,
         storage_class=args.storage_class,
+        binding_mode=args.binding_mode,
+        shared_class=args.shared_class,
     )
     config.volumes_dir.mkdir(parents=True, exist_ok=True)
+    classes = config.classes()
     try:
         log.info(
-            "started: hosts %s, volumes %s, class %s",
+            "started: hosts %s, volumes %s, classes %s",
             config.hosts_file,
             config.volumes_dir,
-            config.storage_class,
+            ", ".join(f"{c['metadata']['name']} ({c['volumeBindingMode']})" for c in classes),
         )
         NodeServices(config).run()
     except _Stop as e:

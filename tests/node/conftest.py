@@ -1,7 +1,8 @@
 """One cluster for every test under tests/node: the real node of `make cluster` (images built from
 the Dockerfile, the operator installed by its chart), or, with TFJOB_E2E_KUBECONFIG set, a
 cluster brought up elsewhere with the chart installed (tests/e2e/kind.sh). Tests that inject
-faults on the host take the `node` fixture and skip on other clusters."""
+faults on the host take the `node` fixture and skip on other clusters; tests that need two
+nodes take `second_node` (a second real node joining the session's bed)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 
 from tfjob_testbed import node as node_mod
 from tfjob_testbed.cluster import Cluster, start
+from tfjob_testbed.second_node import SecondNode
 
 pytestmark = pytest.mark.node
 
@@ -48,6 +50,14 @@ def node(cluster: Cluster) -> node_mod.Node:
 
 
 @pytest.fixture
+def second_node(node: node_mod.Node) -> SecondNode:
+    """A healthy second node, `tfjob-node-2`: the running one, or a fresh one if a test before
+    killed or partitioned it. It stays up after the test (the next one reuses it); modules that
+    use it run after the other node tests (see below)."""
+    return node.second()
+
+
+@pytest.fixture
 def namespace(cluster: Cluster, request) -> Iterator[str]:
     readable = re.sub(r"[^a-z0-9-]", "-", request.node.name.lower().removeprefix("test_"))
     digest = hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:6]
@@ -57,14 +67,26 @@ def namespace(cluster: Cluster, request) -> Iterator[str]:
     cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
+def _uses_second_node(item: pytest.Item) -> bool:
+    return "second_node" in getattr(item, "fixturenames", ())
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """test_teardown.py takes the session's cluster down: it runs after every other node test,
-    whatever the other modules are named, and before the tests after them (so the node is not
-    left running behind them)."""
+    """Modules with a test that takes `second_node` run after the other node tests (a second
+    node, once up, stays up, and a killed one is replaced: the one-node tests never see one),
+    in their own order. test_teardown.py takes the session's cluster down: it runs after every
+    other node test, whatever the other modules are named, and before the tests after them (so
+    the node is not left running behind them)."""
+    node_dir = Path(__file__).parent
+    two_node_modules = {i.path for i in items if i.path.parent == node_dir and _uses_second_node(i)}
+    if two_node_modules:
+        two = [i for i in items if i.path in two_node_modules]
+        rest = [i for i in items if i.path not in two_node_modules]
+        last_node = max((k for k, i in enumerate(rest) if i.path.parent == node_dir), default=-1)
+        items[:] = rest[: last_node + 1] + two + rest[last_node + 1 :]
     teardown = [i for i in items if i.path.name == "test_teardown.py"]
     if not teardown:
         return
     rest = [i for i in items if i.path.name != "test_teardown.py"]
-    node_dir = teardown[0].path.parent
     last_node = max((k for k, i in enumerate(rest) if i.path.parent == node_dir), default=-1)
     items[:] = rest[: last_node + 1] + teardown + rest[last_node + 1 :]

@@ -1,7 +1,7 @@
-"""The bed leaves the host as it found it. Runs after every other module here (the hook in
-tests/node/conftest.py puts it there): it takes the session's cluster down, then runs
-`make cluster` twice more, ended once by a hang-up and once by `make cluster-down` from another
-process."""
+"""The bed leaves the host as it found it, its second node too. Runs after every other module
+here (the hook in tests/node/conftest.py puts it there): it takes the session's cluster down
+(with a second node running), then runs `make cluster` twice more, ended once by a hang-up and
+once (with two nodes) by `make cluster-down` from another process."""
 
 from __future__ import annotations
 
@@ -17,11 +17,12 @@ import pytest
 
 from tests.node.helpers import POD_WAIT
 from tfjob_testbed import node as node_mod
+from tfjob_testbed import second_node as second_mod
 from tfjob_testbed.cluster import NAMESPACE, Cluster
 from tfjob_testbed.kube import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
-CLUSTER_UP = "A one-node cluster is up"  # what `make cluster` prints once it is
+CLUSTER_UP = "cluster is up"  # what `make cluster` prints once it is: "A one-node cluster..."
 
 pytestmark = pytest.mark.node
 
@@ -32,13 +33,20 @@ def _assert_host_as_before(before: dict) -> None:
     assert not Path("/sys/class/net", node_mod.BRIDGE).exists()
     for path in node_mod.FIXED_PATHS:
         assert os.path.lexists(path) == (path in before["fixed_paths"]), path
+    # The second node's: its namespaces, veth, route, cgroups and state; /run/netns as it was.
+    assert not second_mod.netns_path().exists()
+    assert not Path("/sys/class/net", second_mod.HOST_VETH).exists()
+    assert second_mod.POD_CIDR not in node_mod._run("ip", "route").stdout
+    assert not list(Path("/sys/fs/cgroup").glob(f"*/{second_mod.CGROUP_ROOT}"))
+    assert not (node_mod.state_dir() / second_mod.SUBDIR).exists()
+    assert node_mod._is_mount_point(node_mod.NETNS_DIR) == before["netns_mounted"]
 
 
-def _make_cluster() -> tuple[subprocess.Popen[str], list[str]]:
-    """`make cluster` as a person runs it, its output collected line by line; returns once it
-    says the cluster is up."""
+def _make_cluster(nodes: int) -> tuple[subprocess.Popen[str], list[str]]:
+    """`make cluster NODES=<nodes>` as a person runs it, its output collected line by line;
+    returns once it says the cluster is up."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tfjob_testbed.cluster", "up"],
+        [sys.executable, "-m", "tfjob_testbed.cluster", "up", "--nodes", str(nodes)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     lines: list[str] = []
@@ -61,12 +69,23 @@ def _make_cluster() -> tuple[subprocess.Popen[str], list[str]]:
 
 def test_teardown_leaves_nothing_and_make_cluster_comes_up_again(node: node_mod.Node) -> None:
     before = json.loads((node.dir / "host.json").read_text())
+    node.second()  # up, if no test before left one running
     node.down()
     _assert_host_as_before(before)
-    for stop in ("SIGHUP", "cluster-down"):
-        proc, lines = _make_cluster()
+    for stop, nodes in (("SIGHUP", 1), ("cluster-down", 2)):
+        proc, lines = _make_cluster(nodes)
         try:
-            operator = Cluster.existing(node.kubeconfig).get("pods", "-n", NAMESPACE)["items"]
+            size = {1: "one-node", 2: "two-node"}[nodes]
+            assert any(f"A {size} cluster is up" in line for line in lines), "".join(lines[-40:])
+            cluster = Cluster.existing(node.kubeconfig)
+            ready = sorted(
+                n["metadata"]["name"]
+                for n in cluster.get("nodes")["items"]
+                if {"type": "Ready", "status": "True"}
+                in [{k: c[k] for k in ("type", "status")} for c in n["status"]["conditions"]]
+            )
+            assert ready == [node_mod.NODE_NAME, second_mod.NAME][:nodes], ready
+            operator = cluster.get("pods", "-n", NAMESPACE)["items"]
             phases = [p["status"]["phase"] for p in operator]
             assert phases == ["Running", "Running"], phases  # the leader and its standby
             if stop == "SIGHUP":

@@ -254,6 +254,81 @@ def test_which_claims_are_provisioned(body: dict, storage_class: str, ours: bool
         assert pv["spec"]["storageClassName"] == storage_class
 
 
+SELECTED = {"volume.kubernetes.io/selected-node": "tfjob-node-2"}
+WAIT = "WaitForFirstConsumer"
+
+
+def pinned_to(node: str) -> dict:
+    term = {
+        "matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]
+    }
+    return {"required": {"nodeSelectorTerms": [term]}}
+
+
+@pytest.mark.parametrize(
+    ("body", "mode", "affinity"),
+    [
+        pytest.param(claim(), "Immediate", None, id="immediate-at-once-pinned-nowhere"),
+        pytest.param(
+            claim(annotations=SELECTED), "Immediate", None, id="immediate-ignores-selected-node"
+        ),
+        pytest.param(claim(), WAIT, "none", id="late-waits-for-the-scheduler"),
+        pytest.param(
+            claim(annotations={"volume.kubernetes.io/selected-node": ""}),
+            WAIT,
+            "none",
+            id="late-with-an-empty-node",
+        ),
+        pytest.param(
+            claim(annotations=SELECTED), WAIT, pinned_to("tfjob-node-2"), id="late-pinned-there"
+        ),
+        pytest.param(claim(phase="Bound", annotations=SELECTED), WAIT, "none", id="late-but-bound"),
+        pytest.param(
+            claim("shared", modes=("ReadWriteMany",), annotations=SELECTED),
+            WAIT,
+            "none",
+            id="late-class-is-not-the-claims",
+        ),
+    ],
+)
+def test_late_binding_provisions_on_the_selected_node_and_pins_there(
+    body: dict, mode: str, affinity: dict | str | None
+) -> None:
+    """ "none": no volume at all; None: a volume with no node affinity."""
+    pv = ns.volume_for_claim(body, VOLUMES, "standard", mode)
+    if affinity == "none":
+        assert pv is None
+        return
+    assert pv is not None
+    assert pv["spec"].get("nodeAffinity") == affinity
+    assert pv["spec"]["hostPath"]["path"] == f"{VOLUMES}/ml-data-{UID}"
+
+
+def test_the_bed_has_a_late_default_class_and_a_shared_one() -> None:
+    config = ns.Config(
+        kubeconfig=Path("k"),
+        hosts_file=Path("h"),
+        volumes_dir=Path(VOLUMES),
+        binding_mode=WAIT,
+        shared_class="shared",
+    )
+    assert [
+        (c["metadata"]["name"], c["metadata"].get("annotations"), c["volumeBindingMode"])
+        for c in config.classes()
+    ] == [
+        ("standard", {"storageclass.kubernetes.io/is-default-class": "true"}, WAIT),
+        ("shared", None, "Immediate"),
+    ]
+    assert {c["provisioner"] for c in config.classes()} == {"tfjob.dev/local-path"}
+    one = ns.Config(kubeconfig=Path("k"), hosts_file=Path("h"), volumes_dir=Path(VOLUMES))
+    assert [c["volumeBindingMode"] for c in one.classes()] == ["Immediate"]
+
+
+def test_an_unknown_binding_mode_is_refused() -> None:
+    with pytest.raises(ValueError, match="volumeBindingMode"):
+        ns.storage_class_manifest("standard", "Later")
+
+
 def test_a_deleted_claim_is_not_provisioned() -> None:
     body = claim()
     body["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"

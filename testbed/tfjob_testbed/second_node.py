@@ -1,0 +1,495 @@
+"""A second real node, `tfjob-node-2`, that joins the running bed of `node.py` on the same host:
+its own containerd, kubelet, kube-proxy, pod range and node name, the same images, the same
+control plane, cluster DNS and volumes. `Node.second()` brings one up.
+
+Why it is built this way:
+
+- A node has an address, pods and iptables rules of its own: node 2 lives in a network namespace
+  (`tfjob-node2`, in /run/netns like `ip netns add`'s, but made without its side effect on
+  /run/netns: see `_network`) behind a veth pair (host `tfjob-n2` 10.244.254.1/30, inside `eth0`
+  10.244.254.2/30), with its own bridge holding its node IP 10.244.1.1/24 (its pods get
+  10.244.1.0/24). The host routes 10.244.1.0/24 to it; it routes the rest of 10.244.0.0/16
+  (node 1's pods, the cluster DNS and the API server on 10.244.0.1) to the host. Its
+  kube-proxy runs in there and writes only that namespace's iptables.
+- kubelet 1.20 and containerd write fixed paths whatever their configured roots
+  (`node.FIXED_PATHS`: the device-plugin and pod-resources sockets, CNI caches, shim sockets),
+  containerd keeps its pods' network namespaces in /run/netns, and kubelet removes the
+  /var/log/pods directories of pods it does not know: two kubelets sharing them would delete
+  each other's logs. So node 2 runs in a mount namespace of its own, in which private
+  directories (under its state dir) are bind-mounted over those paths. The namespace is bound
+  to a file in the state dir, so it outlives its processes and teardown finds it.
+- kubelet-2's `cgroupRoot` is /tfjob-node-2: its pods' cgroups never mix with node 1's, and a
+  kill finds every process of its pods there.
+- containerd locks its root, so node 2 has an image store of its own in the cache
+  (`containerd-2`), imported once, from the same archives node 1 got.
+- Its processes are started through node 1's `ControlPlane.spawn` (`nsenter` into both
+  namespaces; nsenter execs, so the recorded PID is the binary's): they are in pids.json, stop
+  with the plane, and `node.teardown` puts the host back from the records alone, after a crash
+  too.
+
+Faults, for chaos tests: `kill()` (the machine dies: every process gone, its link down, its Node
+object left in the API to go NotReady), `partition()` and `heal()` (its link down and up again,
+its processes running on).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from tfjob_testbed import node as node_mod
+from tfjob_testbed.controlplane import built_bin_dir
+from tfjob_testbed.paths import cache_dir
+from tfjob_testbed.procs import alive, terminate
+
+NAME = "tfjob-node-2"
+SUBDIR = "node-2"  # its state, under node 1's state dir
+NETNS = "tfjob-node2"
+HOST_VETH = "tfjob-n2"
+HOST_VETH_IP = "10.244.254.1"
+PEER_VETH_IP = "10.244.254.2"
+VETH_PREFIX = 30
+NODE_IP = "10.244.1.1"
+POD_CIDR = "10.244.1.0/24"
+BRIDGE = "tfjob0"  # inside its network namespace, as on every node
+CGROUP_ROOT = "tfjob-node-2"
+PROCESSES = ("containerd-2", "kubelet-2", "kube-proxy-2")  # in start order
+NSENTER = "/usr/bin/nsenter"
+CGROUP_FS = Path("/sys/fs/cgroup")
+# What its mount namespace hides from node 1 (and node 1's from it): fixed path -> private dir.
+PRIVATE = {
+    **{p: p.strip("/").replace("/", "-") for p in node_mod.FIXED_PATHS},
+    node_mod.NETNS_DIR: "run-netns",
+}
+READY_WAIT = 60  # a running node 2 that is not Ready within this is replaced
+
+
+def store() -> Path:
+    """Its containerd's image store: in the cache, like node 1's, so images are imported once."""
+    return cache_dir() / "containerd-2"
+
+
+def netns_path() -> Path:
+    return Path(node_mod.NETNS_DIR) / NETNS
+
+
+def _log(message: str) -> None:
+    print(f"[{NAME} {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+class SecondNode:
+    """Node 2 of the bed: `up` (through `Node.second()`), faults, its logs, `remove`.
+
+    `state`: "new", "up", "partitioned", "killed" or "removed".
+    """
+
+    name = NAME
+
+    def __init__(self, node: node_mod.Node) -> None:
+        self.node = node
+        self.dir = node.dir / SUBDIR
+        self.store = store()
+        self.state = "new"
+        self.timings: dict[str, float] = {}
+
+    @property
+    def socket(self) -> Path:
+        return self.dir / "containerd" / "containerd.sock"
+
+    @property
+    def mount_ns(self) -> Path:
+        return self.dir / "ns" / "mnt"
+
+    @property
+    def pod_logs(self) -> Path:
+        """Its /var/log/pods, as the host sees it."""
+        return self.dir / "private" / PRIVATE["/var/log/pods"]
+
+    # -- bring-up ---------------------------------------------------------------------------
+
+    def up(self, timeout: float = 600) -> SecondNode:
+        """Start it and return once it is Ready with its GPUs advertised and kube-proxy's rules
+        written; on failure everything of it is removed again."""
+        started = time.monotonic()
+        deadline = started + timeout
+        self.dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._step("cgroups", self._cgroups)
+            self._step("network", self._network)
+            self._step("mount namespace", self._mount_namespace)
+            self._step("containerd", lambda: self._containerd(deadline))
+            self._step("images", lambda: self.import_images(self.node.archives))
+            self._step("kubelet", lambda: self._kubelet(deadline))
+            self._step("kube-proxy", lambda: self._kube_proxy(deadline))
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.remove()
+            raise
+        self.state = "up"
+        self.timings["total"] = time.monotonic() - started
+        _log(f"up in {self.timings['total']:.1f} s")
+        return self
+
+    def _step(self, what: str, action: Any) -> None:
+        t0 = time.monotonic()
+        action()
+        self.timings[what] = time.monotonic() - t0
+        self.node._save_pids()
+        _log(f"{what}: {self.timings[what]:.1f} s")
+
+    def _cgroups(self) -> None:
+        """/tfjob-node-2 in every cgroup v1 hierarchy: kubelet wants its cgroupRoot to exist."""
+        for hierarchy in _hierarchies():
+            top = hierarchy / CGROUP_ROOT
+            top.mkdir(exist_ok=True)
+            for key in ("cpuset.cpus", "cpuset.mems"):  # a new cpuset has none: the host's
+                if (hierarchy / key).exists() and not (top / key).read_text().strip():
+                    (top / key).write_text((hierarchy / key).read_text())
+
+    def _network(self) -> None:
+        run = node_mod._run
+        # What `ip netns add` does, but for one step: that also bind-mounts /run/netns on itself
+        # (recursively, to share it), which leaves node 1's pod namespaces mounted twice, one of
+        # them hidden, so containerd can never remove them again (EBUSY).
+        Path(node_mod.NETNS_DIR).mkdir(exist_ok=True)
+        netns_path().touch()
+        run("unshare", f"--net={netns_path()}", "true")
+        run("ip", "link", "add", HOST_VETH, "type", "veth", "peer", "name", "eth0",
+            "netns", NETNS)  # fmt: skip
+        run("ip", "addr", "add", f"{HOST_VETH_IP}/{VETH_PREFIX}", "dev", HOST_VETH)
+        run("ip", "link", "set", HOST_VETH, "up")
+        inside = ("ip", "-n", NETNS)
+        run(*inside, "link", "set", "lo", "up")
+        run(*inside, "addr", "add", f"{PEER_VETH_IP}/{VETH_PREFIX}", "dev", "eth0")
+        run(*inside, "link", "set", "eth0", "up")
+        run(*inside, "link", "add", BRIDGE, "type", "bridge")
+        run(*inside, "addr", "add", f"{NODE_IP}/24", "dev", BRIDGE)
+        run(*inside, "link", "set", BRIDGE, "up")
+        self._routes()
+        # It routes between its pods and the host; the host between it and node 1's pods
+        # (ip_forward is in node.SYSCTLS: node 1's teardown restores it).
+        run(NSENTER, f"--net={netns_path()}", "sysctl", "-qw", "net.ipv4.ip_forward=1")
+        node_mod._sysctl_path("net.ipv4.ip_forward").write_text("1\n")
+        cni = self.dir / "cni"
+        (cni / "net.d").mkdir(parents=True, exist_ok=True)
+        conf = node_mod.cni_conflist(BRIDGE, POD_CIDR, NODE_IP, cni / "ipam")
+        (cni / "net.d" / "10-tfjob.conflist").write_text(json.dumps(conf, indent=1))
+
+    @staticmethod
+    def _routes() -> None:
+        """Its pods via its veth; from inside, the rest of the cluster's range via the host
+        (the connected /24 of its own pods is more specific)."""
+        node_mod._run("ip", "route", "replace", POD_CIDR, "via", PEER_VETH_IP, "dev", HOST_VETH)
+        node_mod._run("ip", "-n", NETNS, "route", "replace", node_mod.CLUSTER_CIDR,
+                      "via", HOST_VETH_IP, "dev", "eth0")  # fmt: skip
+
+    def _mount_namespace(self) -> None:
+        """A persistent mount namespace (bound to a file on a private mount, as the kernel
+        requires), in which private dirs cover the fixed paths."""
+        ns_dir = self.mount_ns.parent
+        ns_dir.mkdir(parents=True, exist_ok=True)
+        node_mod._run("mount", "--bind", str(ns_dir), str(ns_dir))
+        node_mod._run("mount", "--make-private", str(ns_dir))
+        self.mount_ns.touch()
+        # The new namespace starts as a copy of the host's mounts, node 1's among them (its
+        # pods' network namespaces, volumes and root filesystems): a copy kept here would make
+        # node 1's kubelet and containerd fail to remove them (EBUSY). Detached here, deepest
+        # first, before the private dirs go over the fixed paths.
+        node1 = [str(self.node.dir), *node_mod.FIXED_PATHS, node_mod.NETNS_DIR]
+        pattern = "|".join(p.replace(".", "\\.") for p in node1)  # paths: [a-z0-9/._-]
+        script = [
+            f"awk '{{print $2}}' /proc/self/mounts | grep -E '^({pattern})(/|$)' | sort -r |",
+            '  while read -r m; do umount -l "$m" 2>/dev/null || true; done',
+            "set -e",
+        ]
+        for target, private in PRIVATE.items():
+            source = self.dir / "private" / private
+            source.mkdir(parents=True, exist_ok=True)
+            script.append(f"mkdir -p {target} && mount --bind {source} {target}")
+        node_mod._run("unshare", f"--mount={self.mount_ns}", "--propagation", "private",
+                      "sh", "-c", "\n".join(script))  # fmt: skip
+
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+        enter = [NSENTER, f"--mount={self.mount_ns}", f"--net={netns_path()}", "--"]
+        self.node.plane.spawn(name, [*enter, *argv], env=env)
+
+    def _containerd(self, deadline: float) -> None:
+        d = self.dir / "containerd"
+        d.mkdir(parents=True, exist_ok=True)
+        self.store.mkdir(parents=True, exist_ok=True)
+        config = node_mod.containerd_config(
+            self.store / "root", d, self.socket, self.dir / "cni" / "net.d"
+        )
+        (d / "config.toml").write_text(config)
+        self._spawn("containerd-2", ["/usr/bin/containerd", "--config", str(d / "config.toml")])
+        self.node._until(
+            min(deadline, time.monotonic() + 30),
+            "containerd-2",
+            lambda: node_mod.ctr(self.socket, "version", check=False).returncode == 0,
+        )
+
+    def import_images(self, archives: list[Path]) -> None:
+        """Import archives into its own store, each once."""
+        node_mod.import_images(self.socket, self.store, archives)
+
+    def _kubelet(self, deadline: float) -> None:
+        d = self.dir / "kubelet"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "resolv.conf").write_text(f"nameserver {node_mod.NODE_IP}\n")  # routed to node 1
+        config = node_mod.kubelet_config(
+            d, NODE_IP, self.node.plane.workdir / "pki", cgroup_root=f"/{CGROUP_ROOT}"
+        )
+        (d / "config.yaml").write_text(json.dumps(config, indent=1))
+        log = self.node.plane.workdir / "kubelet-2.log"
+        self._spawn(
+            "kubelet-2",
+            [
+                str(built_bin_dir() / "kubelet"),
+                f"--config={d / 'config.yaml'}",
+                f"--kubeconfig={self.node.kubeconfig}",
+                "--container-runtime=remote",
+                f"--container-runtime-endpoint=unix://{self.socket}",
+                f"--root-dir={d / 'root'}",
+                f"--cert-dir={d / 'pki'}",
+                f"--hostname-override={NAME}",
+                f"--node-ip={NODE_IP}",
+                f"--pod-infra-container-image={node_mod.PAUSE_IMAGE}",
+                "--v=2",  # for the line that says the kernel tunables are set
+            ],
+            env=dict(os.environ, AWS_EC2_METADATA_DISABLED="true"),
+        )
+        # Kernel tunables are the host's, not a namespace's: put back as after node 1's kubelet.
+        self.node._until(
+            deadline,
+            "kubelet-2 start",
+            lambda: "Starting Device Plugin manager" in log.read_text(errors="replace"),
+        )
+        node_mod._restore_sysctls(self.node._host()["sysctls"], node_mod.KUBELET_SYSCTLS)
+        self.node._until(deadline, f"node {NAME} Ready", lambda: self.node._node_ready(NAME))
+        self.node.advertise_gpus(NAME, deadline)
+
+    def _kube_proxy(self, deadline: float) -> None:
+        self._spawn(
+            "kube-proxy-2",
+            [
+                str(built_bin_dir() / "kube-proxy"),
+                f"--kubeconfig={self.node.kubeconfig}",
+                "--proxy-mode=iptables",
+                f"--hostname-override={NAME}",
+                f"--cluster-cidr={node_mod.CLUSTER_CIDR}",
+                f"--bind-address={NODE_IP}",
+                f"--nodeport-addresses={NODE_IP}/32",
+                "--healthz-bind-address=127.0.0.1:10256",  # its namespace's loopback
+                "--metrics-bind-address=127.0.0.1:10249",
+                "--conntrack-max-per-core=0",
+                "--conntrack-tcp-timeout-established=0",
+                "--conntrack-tcp-timeout-close-wait=0",
+                "--v=1",
+            ],
+        )
+        self.node._until(
+            deadline,
+            "kube-proxy-2 rules for the kubernetes Service",
+            lambda: "default/kubernetes" in self._iptables_nat(),
+        )
+
+    @staticmethod
+    def _iptables_nat() -> str:
+        proc = node_mod._run(NSENTER, f"--net={netns_path()}", "iptables-save", "-t", "nat",
+                             check=False)  # fmt: skip
+        return proc.stdout
+
+    # -- state ------------------------------------------------------------------------------
+
+    def healthy(self) -> bool:
+        """Up (not killed, partitioned or removed), its processes alive and its Node Ready
+        (waited for a while: it may just have been healed)."""
+        if self.state != "up":
+            return False
+        procs = self.node.plane.processes()
+        if not all(name in procs and alive(procs[name]) for name in PROCESSES):
+            return False
+        deadline = time.monotonic() + READY_WAIT
+        while not self.node._node_ready(NAME):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.5)
+        return True
+
+    # -- faults -----------------------------------------------------------------------------
+
+    def kill(self) -> None:
+        """The machine dies for good: its link goes down (a dead machine answers nothing), and
+        kubelet-2, kube-proxy-2, containerd-2, its shims and every process of its pods are
+        SIGKILLed. Its Node object stays in the API, to go NotReady (Unknown) as a dead node's
+        does; `Node.second()` replaces it with a fresh node."""
+        self.state = "killed"
+        node_mod._run("ip", "link", "set", HOST_VETH, "down")
+        self._forget(signal.SIGKILL)
+        self.node._save_pids()
+        _kill_everything_of(self.dir)
+        _log("killed")
+
+    def partition(self) -> None:
+        """Cut it off from the host, the control plane and node 1 (its link down); its
+        kubelet, kube-proxy and pods keep running."""
+        node_mod._run("ip", "link", "set", HOST_VETH, "down")
+        self.state = "partitioned"
+        _log("partitioned")
+
+    def heal(self, timeout: float = 120) -> None:
+        """End a partition: the link up and the routes back; returns once it is Ready."""
+        node_mod._run("ip", "link", "set", HOST_VETH, "up")
+        self._routes()  # the host's went with the link
+        self.state = "up"
+        self.node._until(
+            time.monotonic() + timeout,
+            f"node {NAME} Ready after the partition",
+            lambda: self.node._node_ready(NAME),
+        )
+        _log("healed")
+
+    def kill_container(self, container_id: str) -> None:
+        """SIGKILL a container of its pods through its containerd (`containerd://...`)."""
+        node_mod.ctr(
+            self.socket,
+            "tasks", "kill", "--signal", "SIGKILL", container_id.removeprefix("containerd://"),
+        )  # fmt: skip
+
+    def container_log(self, namespace: str, pod: str, container: str = "tensorflow") -> str:
+        """The messages of a container's newest run on this node, from its kubelet's log files
+        on disk: readable while the node is partitioned or the API server is down."""
+        return node_mod.read_container_log(self.pod_logs, namespace, pod, container)
+
+    # -- teardown ---------------------------------------------------------------------------
+
+    def remove(self) -> None:
+        """Tear it down completely, whatever its state: its processes, namespaces, veth,
+        cgroups and state, its Node object, and (force-deleted) the pods still bound to it."""
+        self._forget(signal.SIGKILL)
+        self.node._save_pids()
+        teardown(self.node.dir)
+        kubectl = [node_mod._kubectl(), "--kubeconfig", str(self.node.kubeconfig),
+                   "--request-timeout=20s"]  # fmt: skip
+        # The Node first: the scheduler binds nothing more to it, then its pods go.
+        node_mod._run(*kubectl, "delete", "node", NAME, "--ignore-not-found", "--wait=false",
+                      check=False)  # fmt: skip
+        node_mod._run(*kubectl, "delete", "pods", "-A", f"--field-selector=spec.nodeName={NAME}",
+                      "--force", "--grace-period=0", check=False)  # fmt: skip
+        deadline = time.monotonic() + 30
+        while self.node._api("GET", f"/api/v1/nodes/{NAME}") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.state = "removed"
+        _log("removed")
+
+    def _forget(self, sig: signal.Signals) -> None:
+        """Signal its processes, wait for them, and drop them from the plane: they never come
+        back (a later node 2 starts new ones), and a dead one there would fail every wait."""
+        plane = self.node.plane
+        with plane._lock:
+            gone = [p for p in plane._procs if p.name in PROCESSES]
+            plane._procs = [p for p in plane._procs if p.name not in PROCESSES]
+        for proc in reversed(gone):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.popen.pid, sig)
+            try:
+                proc.popen.wait(15)
+            except subprocess.TimeoutExpired:
+                terminate(proc.popen, 0, group=True)
+            proc.log_file.close()
+
+
+def _hierarchies() -> list[Path]:
+    """Every cgroup v1 hierarchy's mount point, each once."""
+    found: dict[str, Path] = {}
+    for line in Path("/proc/mounts").read_text().splitlines():
+        fields = line.split()
+        if len(fields) > 2 and fields[2] == "cgroup":
+            found.setdefault(fields[1], Path(fields[1]))
+    return list(found.values())
+
+
+def _cgroup_tops() -> list[Path]:
+    """Its cgroups' top in every hierarchy (v1 and the unified one), each once."""
+    return sorted({p.resolve() for p in CGROUP_FS.glob(f"*/{CGROUP_ROOT}") if p.is_dir()})
+
+
+def _cgroup_pids() -> set[int]:
+    pids: set[int] = set()
+    for top in _cgroup_tops():
+        for procs in top.rglob("cgroup.procs"):
+            with contextlib.suppress(OSError, ValueError):
+                pids.update(int(p) for p in procs.read_text().split())
+    return pids
+
+
+def _kill_everything_of(d2: Path, timeout: float = 30) -> None:
+    """SIGKILL its shims and every process in its cgroups (its pods'), until none is left."""
+    sock = d2 / "containerd" / "containerd.sock"
+    deadline = time.monotonic() + timeout
+    while True:
+        victims = {p for p in set(node_mod._our_shims(sock)) | _cgroup_pids() if alive(p)}
+        victims.discard(os.getpid())
+        if not victims or time.monotonic() > deadline:
+            return
+        for pid in victims:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.1)
+
+
+def leftovers(directory: Path) -> list[str]:
+    """What of a second node is still on the host (its processes are in node 1's pids.json)."""
+    d2 = directory.absolute() / SUBDIR
+    found = [f"shim {p}" for p in node_mod._our_shims(d2 / "containerd" / "containerd.sock")]
+    if netns_path().exists():
+        found.append(f"netns {NETNS}")
+    if node_mod._run("ip", "link", "show", HOST_VETH, check=False).returncode == 0:
+        found.append(f"interface {HOST_VETH}")
+    found += [f"mount {m}" for m in node_mod._mounts_under([str(d2), str(store())])]
+    found += [f"cgroup {c}" for c in sorted(map(str, CGROUP_FS.glob(f"*/{CGROUP_ROOT}")))]
+    if d2.exists():
+        found.append(f"state {d2}")
+    return found
+
+
+def teardown(directory: Path) -> None:
+    """Remove a second node from the records on disk alone (node 1's pids.json, the fixed
+    names and paths here): safe to run twice, or with none."""
+    d = directory.absolute()
+    d2 = d / SUBDIR
+    pids_file = d / "pids.json"
+    pids = json.loads(pids_file.read_text()) if pids_file.exists() else {}
+    for name in reversed(PROCESSES):
+        if name in pids:
+            terminate(pids[name], 10, exe=node_mod.EXES[name])
+    _kill_everything_of(d2)
+    # Its mount namespace goes with the last mount of it (its processes are gone), and with it
+    # every mount made in there (volumes, rootfs, pod network namespaces).
+    for mount in node_mod._mounts_under([str(d2), str(store())]):
+        node_mod._run("umount", "-l", mount, check=False)
+    node_mod._run("ip", "link", "delete", HOST_VETH, check=False)  # the route goes with it
+    if netns_path().exists():
+        node_mod._run("ip", "netns", "delete", NETNS, check=False)
+    deadline = time.monotonic() + 20
+    for top in _cgroup_tops():
+        subs = sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts))
+        for cgroup in [*subs, top]:
+            while True:  # a SIGKILLed process leaves its cgroup a moment later
+                try:
+                    cgroup.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(0.1)
+    shutil.rmtree(d2, ignore_errors=True)
