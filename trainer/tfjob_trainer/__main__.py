@@ -25,14 +25,10 @@ from tfjob_protocol.local import ENV_LOCAL_PARENT
 from tfjob_protocol.result import Result
 
 from . import STARTED, TaskFailed, UsageError, config, options, strategies
+from .exits import EXIT_CONFIG, EXIT_PEER_LOST, exit_now
 from .result import line
 
 log = logging.getLogger("tfjob_trainer")
-
-EXIT_CONFIG = 2
-# A peer was lost: the cluster failed, not the program. At 128 or above, as a signal's exit
-# is, so that `restartPolicy: ExitCode` restarts the task instead of failing the job.
-EXIT_PEER_LOST = 200
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,17 +101,6 @@ def follow_local_parent() -> None:
 def _terminated(signum: int, frame: Any) -> NoReturn:
     log.info("stopped by %s", signal.Signals(signum).name)
     exit_now(128 + signum)
-
-
-def exit_now(code: int) -> NoReturn:
-    """Leave without tearing TensorFlow down. Its distributed runtime can take many seconds to
-    stop threads and free remote resources at a parameter-server chief's exit, while the job's
-    success waits on that exit. Checkpoints, export, summaries and the result line are
-    written and flushed by now; what is left dies with the process anyway."""
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
 
 
 def check_evaluator(opts: options.Options, task: config.Task | None, strategy: str) -> None:

@@ -31,6 +31,7 @@ class Options:
     cpu_devices: int
     peer_timeout: float
     eval_timeout: float
+    stall_timeout: float = 60.0
     export_dir_given: bool = False
     histogram_every: int = 500
     # Users' own code (`plugins`): None for the built-in MNIST input.
@@ -153,6 +154,12 @@ _FLAGS: list[tuple[str, dict[str, Any], str]] = [
         "seconds to wait for every peer to resolve and answer",
     ),
     (
+        "stall-timeout",
+        {"type": float, "default": "60"},
+        "parameter servers: seconds without a finished closure, while every peer answers, "
+        "after which the chief restarts to drop a connection to a replaced peer (0: never)",
+    ),
+    (
         "eval-timeout",
         {"type": float, "default": "3600"},
         "evaluator: seconds to wait for a new checkpoint before giving up",
@@ -234,6 +241,7 @@ def parse(argv: list[str] | None = None) -> Options:
         steps_per_call=args.steps_per_call,
         cpu_devices=args.cpu_devices,
         peer_timeout=args.peer_timeout,
+        stall_timeout=args.stall_timeout,
         eval_timeout=args.eval_timeout,
         export_dir_given=bool(args.export_dir),
         histogram_every=args.histogram_every,

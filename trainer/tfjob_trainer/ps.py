@@ -19,10 +19,21 @@ import tensorflow as tf
 
 from tfjob_protocol.result import Result
 
-from . import TaskFailed, inputs, keras_export, memory, result, summaries, threads, trainable
+from . import (
+    TaskFailed,
+    inputs,
+    keras_export,
+    memory,
+    result,
+    stall,
+    summaries,
+    threads,
+    trainable,
+)
 from .checkpoints import Checkpoints
 from .config import Task
 from .data import Files
+from .exits import EXIT_PEER_LOST, exit_now
 from .options import Options
 from .progress import Progress
 from .serving import serve_until_stopped
@@ -55,14 +66,21 @@ def run(opts: Options, files: Files | None, task: Task | None) -> Result | None:
     check_memory(opts, files, task)
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     io_device = f"/job:{task.type}/replica:0/task:{task.index}/device:CPU:0"
+    peers = [a for t in ("ps", "worker") for a in task.cluster.get(t, [])]
+    watchdog = stall.Watchdog(peers, opts.stall_timeout, _stalled) if opts.stall_timeout else None
     try:
-        return coordinate(opts, files, strategy, coordinator, io_device)
+        return coordinate(opts, files, strategy, coordinator, io_device, watchdog)
     except PEER_LOST as e:
         # The variables live on the parameter servers: without one, the chief cannot go on.
         # Not the program's verdict but the cluster's: a restart resumes from the checkpoint.
         first = e.message.splitlines()[0] if e.message else type(e).__name__
         peer = "a parameter server" if from_ps(e) else "a peer"
         raise TaskFailed(f"the connection to {peer} failed ({first})") from e
+
+
+def _stalled(message: str) -> None:
+    log.error("chief %s", message)
+    exit_now(EXIT_PEER_LOST)
 
 
 def check_memory(opts: Options, files: Files | None, task: Task) -> None:
@@ -164,6 +182,7 @@ def coordinate(
     strategy: tf.distribute.ParameterServerStrategy,
     coordinator: tf.distribute.coordinator.ClusterCoordinator,
     io_device: str | None = None,
+    watchdog: stall.Watchdog | None = None,
 ) -> Result:
     """Train as the coordinator; checkpoints are read and written on `io_device` (the
     coordinator's own CPU), so the parameter servers need no access to the directory."""
@@ -211,9 +230,13 @@ def coordinate(
     scheduled = start_step
     loss, metrics = 0.0, {n: 0.0 for n in t.metrics.names}
     started = time.perf_counter()
+    if watchdog is not None:
+        watchdog.start()
     while scheduled < opts.steps:
         n = min(opts.per_call(one_device=False), opts.steps - scheduled)
         remote = coordinator.schedule(train_steps, args=(iterator, n))
+        if watchdog is not None:
+            watchdog.scheduled(remote)
         before, scheduled = scheduled, scheduled + n
         if scheduled // opts.log_every > before // opts.log_every or scheduled >= opts.steps:
             fetched = fetch_report(remote)
@@ -225,6 +248,8 @@ def coordinate(
             settle(step, scheduled)
             save_checkpoint(ckpts)
     coordinator.join()
+    if watchdog is not None:
+        watchdog.stop()
     elapsed = time.perf_counter() - started
     final = settle(step, scheduled)
     if not ckpts.latest.endswith(f"-{final}"):  # not saved at this step by the loop
