@@ -509,6 +509,21 @@ class ControlPlane:
             proc = next(p for p in self._procs if p.name == name)
         self._terminate(proc, timeout)
 
+    def forget(self, names: tuple[str, ...], sig: int = signal.SIGKILL) -> None:
+        """Signal the processes named and drop them for good: they never come back (a dead one
+        kept here would fail every later wait)."""
+        with self._lock:
+            gone = [p for p in self._procs if p.name in names]
+            self._procs = [p for p in self._procs if p.name not in names]
+        for proc in reversed(gone):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.popen.pid, sig)
+            try:
+                proc.popen.wait(15)
+            except subprocess.TimeoutExpired:
+                terminate(proc.popen, 0, group=True)
+            proc.log_file.close()
+
     def start_process(self, name: str) -> None:
         """Start a process stopped by `stop_process` again, with the same command line; it
         keeps its place in the stop order. Its log starts anew."""

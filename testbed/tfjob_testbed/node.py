@@ -440,6 +440,9 @@ class Node:
             _run("ip", "link", "add", BRIDGE, "type", "bridge")
             _run("ip", "addr", "add", f"{NODE_IP}/24", "dev", BRIDGE)
         _run("ip", "link", "set", BRIDGE, "up")
+        # The cluster's range ends here: a node that is down or cut off (its route gone with its
+        # link) is unreachable at once, and no pod's packet to it leaves by the default route.
+        _run("ip", "route", "replace", "unreachable", CLUSTER_CIDR)
         cni = self.dir / "cni"
         (cni / "net.d").mkdir(parents=True, exist_ok=True)
         conf = cni_conflist(BRIDGE, POD_CIDR, NODE_IP, cni / "ipam")
@@ -780,6 +783,31 @@ def _mounts_under(prefixes: list[str]) -> list[str]:
     return sorted(set(mounts), key=len, reverse=True)
 
 
+def cgroup_tops(root: str) -> list[Path]:
+    """The top cgroup `root` in every hierarchy (v1 and the unified one), each once (cgroup v1
+    mounts some hierarchies under two names: cpu and cpuacct are links to cpu,cpuacct)."""
+    return sorted({p.resolve() for p in Path("/sys/fs/cgroup").glob(f"*/{root}") if p.is_dir()})
+
+
+def kill_pods_of(socket_path: Path, root: str, timeout: float = 30) -> None:
+    """SIGKILL a node's shims and every process in its pods' cgroups (under `root`) until none
+    is left: after a crash of the bed its containers may outlive their shims."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pids = set(_our_shims(socket_path))
+        for top in cgroup_tops(root):
+            for procs in top.rglob("cgroup.procs"):
+                with contextlib.suppress(OSError, ValueError):
+                    pids.update(int(p) for p in procs.read_text().split())
+        victims = {p for p in pids if alive(p) and p != os.getpid()}
+        if not victims or time.monotonic() > deadline:
+            return
+        for pid in victims:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.1)
+
+
 def leftovers(directory: Path | None = None) -> list[str]:
     """What of a node (and of a second node) is still on the host: empty once `teardown` has
     run."""
@@ -795,6 +823,8 @@ def leftovers(directory: Path | None = None) -> list[str]:
     found += [f"shim {p}" for p in _our_shims(d / "containerd" / "containerd.sock")]
     if _run("ip", "link", "show", BRIDGE, check=False).returncode == 0:
         found.append(f"interface {BRIDGE}")
+    if _run("ip", "route", "show", "type", "unreachable", CLUSTER_CIDR).stdout.strip():
+        found.append(f"route unreachable {CLUSTER_CIDR}")
     found += [f"netns {p.name}" for p in Path("/run/netns").glob("cni-*")]
     found += [
         f"mount {m}" for m in _mounts_under([str(d), str(cache_dir() / "containerd"), *FIXED_PATHS])
@@ -817,10 +847,7 @@ def teardown(directory: Path | None = None) -> None:
     for name in reversed(list(pids)):
         terminate(pids[name], 10, exe=EXES.get(name, name))
     second_node.teardown(d)
-    sock = d / "containerd" / "containerd.sock"
-    for pid in _our_shims(sock):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    kill_pods_of(d / "containerd" / "containerd.sock", "kubepods")
     kube_proxy = built_bin_dir() / "kube-proxy"
     if kube_proxy.exists():
         _run(str(kube_proxy), "--cleanup", "--proxy-mode=iptables", check=False)
@@ -840,11 +867,10 @@ def teardown(directory: Path | None = None) -> None:
             _run("ip", "netns", "delete", ns.name, check=False)
         time.sleep(0.1)
     _run("ip", "link", "delete", BRIDGE, check=False)
+    _run("ip", "route", "delete", "unreachable", CLUSTER_CIDR, check=False)
     for mount in _mounts_under([str(d), str(cache_dir() / "containerd"), *FIXED_PATHS]):
         _run("umount", "-l", mount, check=False)
-    # cgroup v1 mounts some hierarchies under two names (cpu and cpuacct are links to
-    # cpu,cpuacct): each hierarchy once, by its real path.
-    for top in {t.resolve() for t in Path("/sys/fs/cgroup").glob("*/kubepods")}:
+    for top in cgroup_tops("kubepods"):
         with contextlib.suppress(FileNotFoundError):
             subs = [p for p in top.rglob("*") if p.is_dir()]
             for sub in sorted(subs, key=lambda p: len(p.parts), reverse=True):

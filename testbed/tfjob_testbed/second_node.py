@@ -39,7 +39,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -390,20 +389,9 @@ class SecondNode:
         _log("removed")
 
     def _forget(self, sig: signal.Signals) -> None:
-        """Signal its processes, wait for them, and drop them from the plane: they never come
-        back (a later node 2 starts new ones), and a dead one there would fail every wait."""
-        plane = self.node.plane
-        with plane._lock:
-            gone = [p for p in plane._procs if p.name in PROCESSES]
-            plane._procs = [p for p in plane._procs if p.name not in PROCESSES]
-        for proc in reversed(gone):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.popen.pid, sig)
-            try:
-                proc.popen.wait(15)
-            except subprocess.TimeoutExpired:
-                terminate(proc.popen, 0, group=True)
-            proc.log_file.close()
+        """Its processes signalled and dropped from the plane: they never come back (a later
+        node 2 starts new ones)."""
+        self.node.plane.forget(PROCESSES, sig)
 
 
 def _hierarchies() -> list[Path]:
@@ -418,31 +406,12 @@ def _hierarchies() -> list[Path]:
 
 def _cgroup_tops() -> list[Path]:
     """Its cgroups' top in every hierarchy (v1 and the unified one), each once."""
-    return sorted({p.resolve() for p in CGROUP_FS.glob(f"*/{CGROUP_ROOT}") if p.is_dir()})
+    return node_mod.cgroup_tops(CGROUP_ROOT)
 
 
-def _cgroup_pids() -> set[int]:
-    pids: set[int] = set()
-    for top in _cgroup_tops():
-        for procs in top.rglob("cgroup.procs"):
-            with contextlib.suppress(OSError, ValueError):
-                pids.update(int(p) for p in procs.read_text().split())
-    return pids
-
-
-def _kill_everything_of(d2: Path, timeout: float = 30) -> None:
+def _kill_everything_of(d2: Path) -> None:
     """SIGKILL its shims and every process in its cgroups (its pods'), until none is left."""
-    sock = d2 / "containerd" / "containerd.sock"
-    deadline = time.monotonic() + timeout
-    while True:
-        victims = {p for p in set(node_mod._our_shims(sock)) | _cgroup_pids() if alive(p)}
-        victims.discard(os.getpid())
-        if not victims or time.monotonic() > deadline:
-            return
-        for pid in victims:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.1)
+    node_mod.kill_pods_of(d2 / "containerd" / "containerd.sock", CGROUP_ROOT)
 
 
 def leftovers(directory: Path) -> list[str]:
