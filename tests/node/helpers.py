@@ -200,6 +200,19 @@ def follow(cluster: Cluster, pod_: str, namespace: str, restarts: int = 0) -> Fo
     return FollowedLog(cluster, pod_, namespace)
 
 
+def wait_halfway_past_a_checkpoint(log: FollowedLog) -> None:
+    """Until the chief is halfway between two checkpoints: a fault then loses what was trained
+    since the last one."""
+    wait_for(
+        lambda: (
+            (saved := SAVED.findall(log.text))
+            and newest_step(log.text) >= int(saved[-1][1]) + CHECKPOINT_EVERY // 2
+        ),
+        TRAIN_WAIT,
+        "the chief halfway past a checkpoint",
+    )
+
+
 def has_exited(cluster: Cluster, pod_: str, namespace: str) -> bool:
     """Whether the pod's tensorflow container has ended at least once."""
     c = container(pod(cluster, pod_, namespace))

@@ -26,6 +26,7 @@ from tests.node.helpers import (
     newest_step,
     pod,
     wait_ended,
+    wait_halfway_past_a_checkpoint,
 )
 from tfjob_testbed.cluster import Cluster
 from tfjob_testbed.kube import wait_for
@@ -46,14 +47,7 @@ def test_chief_container_killed_resumes_from_its_checkpoint(
     cluster.apply(fast_job("chief", "mnist-ps", "--steps=1500"), namespace)
     first = follow(cluster, "chief-chief-0", namespace)
     # Killed between two checkpoints: what was trained since the last one is lost.
-    wait_for(
-        lambda: (
-            (saved := SAVED.findall(first.text))
-            and newest_step(first.text) >= int(saved[-1][1]) + CHECKPOINT_EVERY // 2
-        ),
-        TRAIN_WAIT,
-        "the chief halfway past a checkpoint",
-    )
+    wait_halfway_past_a_checkpoint(first)
     node.kill_container(container(pod(cluster, "chief-chief-0", namespace))["containerID"])
     before = first.wait(60)
     saved = max(int(m.group(2)) for m in SAVED.finditer(before))

@@ -25,6 +25,7 @@ from tests.node.helpers import (
     newest_step,
     pod,
     wait_ended,
+    wait_halfway_past_a_checkpoint,
 )
 from tfjob_testbed.cluster import Cluster
 from tfjob_testbed.kube import wait_for
@@ -181,6 +182,20 @@ def test_a_worker_node_lost_mid_training(
     assert_scaled_down(cluster, name, namespace)
 
 
+def resumed(cluster: Cluster, job: str, namespace: str, steps: int) -> tuple[dict[str, Any], int]:
+    """Follow the new chief to the job's success: (status, the step it restored), once it has
+    trained from after that step to exactly `steps`."""
+    second = follow(cluster, f"{job}-chief-0", namespace)
+    status = wait_ended(cluster, job, namespace, log=second)
+    log = second.wait()
+    restored = RESTORED.search(log)
+    assert restored, log[-3000:]
+    at = int(restored.group(2))
+    steps_seen = [int(s) for s in STEP.findall(log)]
+    assert steps_seen and steps_seen[0] > at and steps_seen[-1] == steps, log[-3000:]
+    return status, at
+
+
 def test_the_chief_node_dies_with_a_read_write_many_claim(
     cluster: Cluster, second_node: SecondNode, namespace: str
 ) -> None:
@@ -188,14 +203,7 @@ def test_the_chief_node_dies_with_a_read_write_many_claim(
     cluster.apply(lost_node_job(name, steps, "Chief", ("PS", "Worker"), "ReadWriteMany"), namespace)
     chief_pod = f"{name}-chief-0"
     first = follow(cluster, chief_pod, namespace)
-    wait_for(
-        lambda: (
-            (saved := SAVED.findall(first.text))
-            and newest_step(first.text) >= int(saved[-1][1]) + CHECKPOINT_EVERY // 2
-        ),
-        TRAIN_WAIT,
-        "the chief halfway past a checkpoint",
-    )
+    wait_halfway_past_a_checkpoint(first)
     assert node_of(cluster, chief_pod, namespace) == second_node.name
     old = uid_of(cluster, chief_pod, namespace)
     second_node.kill()
@@ -204,15 +212,8 @@ def test_the_chief_node_dies_with_a_read_write_many_claim(
     reached = newest_step(before)
     wait_node_lost(cluster, name, chief_pod, namespace, second_node.name)
     assert wait_replaced(cluster, chief_pod, namespace, old) == NODE_NAME
-    second = follow(cluster, chief_pod, namespace)
-    status = wait_ended(cluster, name, namespace, log=second)
-    log = second.wait()
-    restored = RESTORED.search(log)
-    assert restored, log[-3000:]
-    at = int(restored.group(2))
-    assert at >= saved, (saved, restored.group(0))
-    steps_seen = [int(s) for s in STEP.findall(log)]
-    assert steps_seen and steps_seen[0] > at and steps_seen[-1] == steps, log[-3000:]
+    status, at = resumed(cluster, name, namespace, steps)
+    assert at >= saved, (saved, at)
     lost = max(0, reached - at)
     assert lost <= CHECKPOINT_EVERY, (reached, at)
     assert status["replicaStatuses"]["Chief"]["restarts"] == 1, status
@@ -233,14 +234,7 @@ def test_the_chief_node_cut_off_with_a_read_write_once_claim(
     cluster.apply(job, namespace)
     chief_pod = f"{name}-chief-0"
     first = follow(cluster, chief_pod, namespace)
-    wait_for(
-        lambda: (
-            (saved := SAVED.findall(first.text))
-            and newest_step(first.text) >= int(saved[-1][1]) + CHECKPOINT_EVERY // 2
-        ),
-        TRAIN_WAIT,
-        "the chief halfway past a checkpoint",
-    )
+    wait_halfway_past_a_checkpoint(first)
     assert node_of(cluster, chief_pod, namespace) == second_node.name
     old = uid_of(cluster, chief_pod, namespace)
     second_node.partition()
@@ -257,13 +251,7 @@ def test_the_chief_node_cut_off_with_a_read_write_once_claim(
     why = wait_for(blocked, LOST_WAIT, "the new chief held by its ReadWriteOnce volume")
     assert why.startswith(f"Unschedulable: checkpoint claim {name}-checkpoints is ReadWriteOnce")
     second_node.heal()
-    second = follow(cluster, chief_pod, namespace)
-    status = wait_ended(cluster, name, namespace, log=second)
-    log = second.wait()
-    restored = RESTORED.search(log)
-    assert restored, log[-3000:]
-    at = int(restored.group(2))
-    assert newest_step(log) == steps, log[-3000:]
+    status, at = resumed(cluster, name, namespace, steps)
     lost = max(0, reached - at)
     assert lost <= CHECKPOINT_EVERY, (reached, at)
     assert node_of(cluster, chief_pod, namespace) in ("", second_node.name)
