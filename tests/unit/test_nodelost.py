@@ -51,6 +51,12 @@ def test_a_lost_node_is_told_from_the_pod_alone(body, is_lost):
     assert obs.node == (NODE if is_lost else "")
 
 
+def test_a_readiness_gate_that_holds_ready_containers_back_is_no_lost_node():
+    body = lost(pod("j", "worker", 0))
+    body["status"]["conditions"][0]["reason"] = "ReadinessGatesNotReady"
+    assert observe(body).lost_since is None
+
+
 def test_a_sidecar_that_is_not_ready_means_the_kubelet_speaks():
     body = lost(pod("j", "worker", 0))
     body["status"]["containerStatuses"].append(

@@ -38,7 +38,10 @@ def lost_since(pod: Mapping[str, Any], statuses: list[dict[str, Any]]) -> dateti
     if not all(cs.get("ready") and "running" in (cs.get("state") or {}) for cs in statuses):
         return None
     for cond in (pod.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Ready" and cond.get("status") == "False":
+        # The kubelet's own False always has a reason (ContainersNotReady, and
+        # ReadinessGatesNotReady while a readiness gate holds ready containers back); the node
+        # controller keeps the reason of the True it overwrites: none.
+        if cond.get("type") == "Ready" and cond.get("status") == "False" and not cond.get("reason"):
             return st.parse_timestamp(cond.get("lastTransitionTime"))
     return None
 
