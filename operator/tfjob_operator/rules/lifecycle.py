@@ -296,7 +296,8 @@ def _replica_counts(
         mine = [p for p in pods if p.replica_type is rt]
         # A pod being deleted is active until its container stops: it still holds its node's
         # resources, and Kueue waits for every active count to be 0 before it gives a
-        # preempted job's quota to another (as Kubeflow counts, by running pods).
+        # preempted job's quota to another (as Kubeflow counts, by running pods). A pod on a
+        # node that stopped answering is not: whatever it still does, nobody can use it.
         active = sum(1 for p in mine if p.up)
         if frozen:
             counts[rt.value] = {**prev, "active": active}
