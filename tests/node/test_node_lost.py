@@ -182,6 +182,13 @@ def test_a_worker_node_lost_mid_training(
     assert_scaled_down(cluster, name, namespace)
 
 
+def chief_halfway_on(cluster: Cluster, second: SecondNode, chief: str, namespace: str) -> str:
+    """Once the chief, on the second node, is halfway past a checkpoint: its pod's uid."""
+    wait_halfway_past_a_checkpoint(follow(cluster, chief, namespace))
+    assert node_of(cluster, chief, namespace) == second.name
+    return uid_of(cluster, chief, namespace)
+
+
 def resumed(
     cluster: Cluster, job: str, namespace: str, steps: int, old_may_finish: bool = False
 ) -> tuple[dict[str, Any], int]:
@@ -210,10 +217,7 @@ def test_the_chief_node_dies_with_a_read_write_many_claim(
     name, steps = "clost-rwx", 1500
     cluster.apply(lost_node_job(name, steps, "Chief", ("PS", "Worker"), "ReadWriteMany"), namespace)
     chief_pod = f"{name}-chief-0"
-    first = follow(cluster, chief_pod, namespace)
-    wait_halfway_past_a_checkpoint(first)
-    assert node_of(cluster, chief_pod, namespace) == second_node.name
-    old = uid_of(cluster, chief_pod, namespace)
+    old = chief_halfway_on(cluster, second_node, chief_pod, namespace)
     second_node.kill()
     before = second_node.container_log(namespace, chief_pod)
     saved = max(int(m.group(2)) for m in SAVED.finditer(before))
@@ -241,10 +245,7 @@ def test_the_chief_node_cut_off_with_a_read_write_once_claim(
     worker_spec["affinity"] = affinity(second_node.name, required=False)
     cluster.apply(job, namespace)
     chief_pod = f"{name}-chief-0"
-    first = follow(cluster, chief_pod, namespace)
-    wait_halfway_past_a_checkpoint(first)
-    assert node_of(cluster, chief_pod, namespace) == second_node.name
-    old = uid_of(cluster, chief_pod, namespace)
+    old = chief_halfway_on(cluster, second_node, chief_pod, namespace)
     second_node.partition()
     before = second_node.container_log(namespace, chief_pod)
     reached = newest_step(before)

@@ -191,7 +191,7 @@ class Kube:
             manifest["metadata"]["namespace"],
             manifest,
             field_manager=naming.FIELD_MANAGER,
-            unless=409,
+            unless=(409,),
         )
 
     def scale_to_zero(self, namespace: str, name: str) -> None:
@@ -204,7 +204,7 @@ class Kube:
             {"spec": {"replicas": 0}},
             field_manager=naming.FIELD_MANAGER,
             _content_type=MERGE,
-            unless=404,
+            unless=(404,),
         )
 
     def delete_child(self, kind: str, namespace: str, name: str) -> None:
@@ -214,17 +214,21 @@ class Kube:
             "Deployment": self.apps.delete_namespaced_deployment,
             "Service": self.core.delete_namespaced_service,
         }[kind]
-        _send(delete, name, namespace, propagation_policy="Background", unless=404)
+        _send(delete, name, namespace, propagation_policy="Background", unless=(404,))
 
     def label_pod(self, namespace: str, name: str, uid: str, labels: dict[str, str]) -> None:
         """Add labels to one pod; the uid makes it that pod, not a successor of its name."""
         self._fence()
         patch = {"metadata": {"uid": uid, "labels": labels}}
-        try:
-            _send(self.core.patch_namespaced_pod, name, namespace, patch, _content_type=MERGE)
-        except kubernetes.client.ApiException as e:
-            if e.status not in (404, 409, 422):  # gone, or replaced by a pod of the same name
-                raise
+        # 404, 409, 422: gone, or replaced by a pod of the same name.
+        _send(
+            self.core.patch_namespaced_pod,
+            name,
+            namespace,
+            patch,
+            _content_type=MERGE,
+            unless=(404, 409, 422),
+        )
 
     def force_delete_pod(self, namespace: str, name: str, uid: str) -> None:
         """Delete one pod with no grace period, as `kubectl delete --force` does: its kubelet
@@ -234,11 +238,8 @@ class Kube:
         body = kubernetes.client.V1DeleteOptions(
             grace_period_seconds=0, preconditions=kubernetes.client.V1Preconditions(uid=uid)
         )
-        try:
-            _send(self.core.delete_namespaced_pod, name, namespace, body=body)
-        except kubernetes.client.ApiException as e:
-            if e.status not in (404, 409):  # gone, or replaced by a pod of the same name
-                raise
+        # 404, 409: gone, or replaced by a pod of the same name.
+        _send(self.core.delete_namespaced_pod, name, namespace, body=body, unless=(404, 409))
 
     def foreign_children(self, namespace: str, job: str, uid: str) -> list[str]:
         """'Kind/name' of the pods and Services that another controller (Kubeflow's
@@ -289,14 +290,16 @@ class Kube:
                 raise
 
 
-def _send(call: Callable[..., Any], *args: Any, unless: int | None = None, **kwargs: Any) -> None:
+def _send(
+    call: Callable[..., Any], *args: Any, unless: tuple[int, ...] = (), **kwargs: Any
+) -> None:
     """One write whose response we do not need: it is read raw (no client models, which saves
-    CPU) so the connection goes back to the pool. An error of status `unless` means done."""
+    CPU) so the connection goes back to the pool. An error of a status in `unless` means done."""
     try:
         response = call(*args, _preload_content=False, **kwargs)
         response.data  # noqa: B018
     except kubernetes.client.ApiException as e:
-        if e.status != unless:
+        if e.status not in unless:
             raise
 
 

@@ -416,9 +416,6 @@ def _decide_valid(
     gone: list[PodObservation] = []
     if not was_finished:
         fatal, retryable = _account_exits(status, pods, spec)
-        if not policy.suspend:
-            lost_fatal, lost_retryable, gone = _account_losses(status, pods, spec, now)
-            fatal, retryable = fatal + lost_fatal, retryable + lost_retryable
         if policy.suspend:
             st.set_condition(
                 status,
@@ -440,6 +437,8 @@ def _decide_valid(
                 )
                 status["startTime"] = st.timestamp(now)  # the deadline counts from the resume
             status.setdefault("startTime", st.timestamp(now))
+            lost_fatal, lost_retryable, gone = _account_losses(status, pods, spec, now)
+            fatal, retryable = fatal + lost_fatal, retryable + lost_retryable
             _advance(status, spec, pods, fatal, retryable, job.ref.name, name, now, requeue)
 
     finished = st.is_finished(status)
