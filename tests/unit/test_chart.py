@@ -505,3 +505,25 @@ def test_notes_speak_of_the_group_served(helm, group, watch):
     notes = proc.stdout.split("NOTES:", 1)[1]
     assert watch in notes and f"kubectl delete crd tfjobs.{group}" in notes, notes
     assert ("mnist-ps.yaml" in notes) == (group == "tfjob.dev"), "examples are tfjob.dev's"
+
+
+@pytest.mark.parametrize("manage_all", [False, True])
+def test_kueue_value_adds_the_flag_and_only_the_rules_it_needs(helm, renders, manage_all):
+    default = renders["default"]
+    assert not build_parser().parse_args(operator_container(default)["args"]).kueue
+    assert one(default, "ClusterRole")["rules"] == rbac.RULES, "off: no Kueue rule"
+
+    docs = template(helm, {"kueue": {"enabled": True, "manageAll": manage_all}})
+    args = build_parser().parse_args(operator_container(docs)["args"])
+    assert args.kueue and args.kueue_manage_all is manage_all
+    assert one(docs, "ClusterRole")["rules"] == rbac.rules(kueue=True)
+
+    # Named namespaces: Workloads in each one's Role; the flavor and priority-class reads,
+    # read-only, in the only ClusterRole there is.
+    docs = template(helm, {**CUSTOM, "kueue": {"enabled": True}})
+    assert one(docs, "ClusterRole", FULLNAME)["rules"] == rbac.KUEUE_CLUSTER_RULES
+    binding = one(docs, "ClusterRoleBinding", FULLNAME)
+    assert binding["roleRef"]["name"] == FULLNAME
+    for ns in CUSTOM["watchNamespaces"]:
+        (role,) = [r for r in find(docs, "Role", FULLNAME) if r["metadata"]["namespace"] == ns]
+        assert role["rules"][-len(rbac.KUEUE_RULES) :] == rbac.KUEUE_RULES

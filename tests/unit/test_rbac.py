@@ -73,3 +73,14 @@ def test_lease_rules_grant_exactly_the_elector_calls():
     named = [r for r in rbac.LEASE_RULES if "resourceNames" in r]
     assert named == [{**named[0], "resourceNames": [rbac.LEASE_NAME]}]
     assert set(named[0]["verbs"]) == {"get", "update"}
+
+
+def test_kueue_rules_grant_exactly_its_calls():
+    """--kueue adds the Workloads (watched, made, their status written) and cluster-scoped
+    reads; nothing else, and nothing without it."""
+    added = granted(rbac.rules(kueue=True)) - granted()
+    workloads = {("kueue.x-k8s.io", "workloads", v) for v in ("list", "watch")}
+    assert added == kube.KUEUE_WRITES | kube.KUEUE_READS | workloads
+    assert handlers.KUEUE_WORKLOADS == ("kueue.x-k8s.io", "workloads")
+    for rule in rbac.KUEUE_CLUSTER_RULES:
+        assert rule["verbs"] == ["get"], "read-only"

@@ -33,7 +33,7 @@ from tfjob_operator.controller.reconcile import (
     Reconciler,
 )
 from tfjob_operator.controller.workqueue import RetryableError
-from tfjob_operator.rules import naming
+from tfjob_operator.rules import kueue, naming
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.pods import observe
 from tfjob_operator.rules.statefulsets import StatefulSetObservation
@@ -355,6 +355,9 @@ def test_a_job_gone_from_the_index_is_forgotten_whole(cluster):
     with pytest.raises(RetryableError):
         cluster.reconcile(key, deliver=False)  # fails after the FailedCreate look
     state = cluster.reconciler.state[key]
+    # What a queued job keeps (tests/unit/test_kueue.py, tests/integration/test_kueue.py).
+    state.queue = kueue.QueueView("team-a", "v1beta2")
+    state.workloads["tfjob-mnist-1a2b3"] = kueue.observe_workload({"metadata": {}})
     unset = [f.name for f in dataclasses.fields(JobState) if getattr(state, f.name) is None]
     assert unset == [], "the test leaves some of a job's state unexercised"
     assert cluster.reconciler.states() == [("default", "Created")] * 2

@@ -67,7 +67,11 @@ the group it serves (files/job-rules*.yaml), then the rest (files/rules.yaml). A
 */}}
 {{- define "tfjob-operator.allRules" -}}
 {{- $jobs := ternary "files/job-rules-kubeflow.yaml" "files/job-rules.yaml" (eq (include "tfjob-operator.kubeflow" .) "true") }}
-{{- toYaml (concat (.Files.Get $jobs | fromYamlArray) (.Files.Get "files/rules.yaml" | fromYamlArray)) }}
+{{- $rules := concat (.Files.Get $jobs | fromYamlArray) (.Files.Get "files/rules.yaml" | fromYamlArray) }}
+{{- if .Values.kueue.enabled }}
+{{- $rules = concat $rules (.Files.Get "files/kueue-rules.yaml" | fromYamlArray) (.Files.Get "files/kueue-cluster-rules.yaml" | fromYamlArray) }}
+{{- end }}
+{{- toYaml $rules }}
 {{- end }}
 
 {{/*
@@ -76,7 +80,7 @@ into those on cluster-scoped resources, which only a ClusterRole can grant, and 
 which a Role in each watched namespace grants. Returns YAML: {cluster: [...], namespaced: [...]}.
 */}}
 {{- define "tfjob-operator.rules" -}}
-{{- $clusterScoped := list "customresourcedefinitions" "namespaces" }}
+{{- $clusterScoped := list "customresourcedefinitions" "namespaces" "resourceflavors" "workloadpriorityclasses" "priorityclasses" }}
 {{- $cluster := list }}
 {{- $namespaced := list }}
 {{- range (include "tfjob-operator.allRules" . | fromYamlArray) }}

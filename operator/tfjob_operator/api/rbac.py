@@ -64,9 +64,33 @@ CHILD_RULES: list[dict[str, Any]] = [
 ]
 
 
-def rules(group: str = GROUP) -> list[dict[str, Any]]:
-    """The operator's rules when it serves `group`."""
-    return [*job_rules(group), *CHILD_RULES]
+# Kueue (--kueue), granted only when it is turned on (chart value kueue.enabled, or
+# manifests/kueue-rbac.yaml): each queued job's Workload, and its status (the quota
+# reservation given back after an eviction, PodsReady, Finished) ...
+KUEUE_RULES: list[dict[str, Any]] = [
+    {
+        "apiGroups": ["kueue.x-k8s.io"],
+        "resources": ["workloads"],
+        "verbs": [*WATCH, "create", "delete"],
+    },
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["patch"]},
+]
+# ... and, read-only and cluster-scoped, the admitted ResourceFlavors (node labels and
+# tolerations) and the priority class a Workload names (its value).
+KUEUE_CLUSTER_RULES: list[dict[str, Any]] = [
+    {
+        "apiGroups": ["kueue.x-k8s.io"],
+        "resources": ["resourceflavors", "workloadpriorityclasses"],
+        "verbs": ["get"],
+    },
+    {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": ["get"]},
+]
+
+
+def rules(group: str = GROUP, kueue: bool = False) -> list[dict[str, Any]]:
+    """The operator's rules when it serves `group` (with Kueue, when `kueue`)."""
+    extra = [*KUEUE_RULES, *KUEUE_CLUSTER_RULES] if kueue else []
+    return [*job_rules(group), *CHILD_RULES, *extra]
 
 
 RULES = rules()

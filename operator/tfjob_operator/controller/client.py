@@ -16,7 +16,7 @@ import kubernetes
 
 from tfjob_operator.api.spec import GROUP, PLURAL, VERSION
 from tfjob_operator.controller.ratelimit import MAX_RETRIES, TokenBucket, retry_after
-from tfjob_operator.rules import kubeflow, naming
+from tfjob_operator.rules import kubeflow, kueue, naming
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,20 @@ WRITES = {
         for group in ("scheduling.volcano.sh", "scheduling.x-k8s.io")
         for verb in ("create", "patch")
     ),
+}
+# Kueue (--kueue): the jobs' Workloads, and the Workload's status (the quota reservation
+# given back after an eviction, PodsReady, Finished).
+KUEUE_WRITES = {
+    ("kueue.x-k8s.io", "workloads", "create"),
+    ("kueue.x-k8s.io", "workloads", "delete"),
+    ("kueue.x-k8s.io", "workloads/status", "patch"),
+}
+# ... and the cluster-scoped objects it reads once per name: the admitted ResourceFlavors'
+# node labels and tolerations, the priority class a Workload names.
+KUEUE_READS = {
+    ("kueue.x-k8s.io", "resourceflavors", "get"),
+    ("kueue.x-k8s.io", "workloadpriorityclasses", "get"),
+    ("scheduling.k8s.io", "priorityclasses", "get"),
 }
 # The TFJobs of the group served (`--api-group`): (resource, verb).
 JOB_WRITES = {(f"{PLURAL}/status", "patch"), (PLURAL, "delete")}
@@ -277,6 +291,80 @@ class Kube:
             self.group, VERSION, namespace, PLURAL, name, {"status": patch}, _content_type=MERGE
         )
         return stored
+
+    def workload_version(self) -> str | None:
+        """The newest Workload API version Kueue serves here; None without Kueue."""
+        try:
+            groups: Any = self.custom.api_client.call_api(
+                f"/apis/{kueue.GROUP}",
+                "GET",
+                response_type="object",
+                auth_settings=["BearerToken"],
+                _return_http_data_only=True,
+            )
+        except kubernetes.client.ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+        served = {v.get("version") for v in (groups or {}).get("versions") or []}
+        return next((v for v in kueue.VERSIONS if v in served), None)
+
+    def get_cluster_object(self, group: str, version: str, plural: str, name: str) -> Any:
+        """One cluster-scoped object (a ResourceFlavor, a priority class); None when absent."""
+        try:
+            return self.custom.get_cluster_custom_object(group, version, plural, name)
+        except kubernetes.client.ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def create_workload(self, manifest: dict[str, Any]) -> None:
+        """Create the job's Workload; one that exists already (a create that raced) is kept:
+        its watch event brings it, and the reconcile compares it then."""
+        self._fence()
+        group, version = manifest["apiVersion"].split("/")
+        _send(
+            self.custom.create_namespaced_custom_object,
+            group,
+            version,
+            manifest["metadata"]["namespace"],
+            "workloads",
+            manifest,
+            field_manager=naming.FIELD_MANAGER,
+            unless=(409,),
+        )
+
+    def delete_workload(self, version: str, namespace: str, name: str) -> None:
+        self._fence()
+        _send(
+            self.custom.delete_namespaced_custom_object,
+            kueue.GROUP,
+            version,
+            namespace,
+            "workloads",
+            name,
+            propagation_policy="Background",
+            unless=(404,),
+        )
+
+    def patch_workload_status(
+        self, version: str, namespace: str, name: str, patch: dict[str, Any]
+    ) -> None:
+        """Merge-patch the Workload's status; the patch names the resourceVersion it was
+        computed from, so a write that crossed one of Kueue's is refused (409) and redone."""
+        self._fence()
+        _send(
+            self.custom.patch_namespaced_custom_object_status,
+            kueue.GROUP,
+            version,
+            namespace,
+            "workloads",
+            name,
+            patch,
+            field_manager=naming.FIELD_MANAGER,
+            _content_type=MERGE,
+            unless=(404,),
+        )
 
     def delete_job(self, namespace: str, name: str) -> None:
         """Delete a TFJob; the garbage collector removes its children."""

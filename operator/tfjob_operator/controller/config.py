@@ -8,6 +8,7 @@ from tfjob_operator.api.spec import GROUP
 from tfjob_operator.controller.leader import Timing
 from tfjob_operator.controller.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from tfjob_operator.rules.gang import Gang
+from tfjob_operator.rules.kueue import Queueing
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class OperatorConfig:
     api_qps: float = DEFAULT_QPS  # the client's sustained requests a second; <= 0: no limit
     api_burst: int = DEFAULT_BURST  # requests let through at once before qps applies
     api_group: str = GROUP  # the TFJobs served: tfjob.dev, or Kubeflow's kubeflow.org
+    queueing: Queueing | None = None  # None: Kueue's queue label is not read (--kueue)
 
     @property
     def exact_namespaces(self) -> bool:

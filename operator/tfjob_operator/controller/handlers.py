@@ -52,6 +52,8 @@ OWNED = [
     ("", "v1", "persistentvolumeclaims"),
     ("apps", "v1", "deployments"),  # the TensorBoard's (spec.tensorboard)
 ]
+# With --kueue: the jobs' Workloads, in the version Kueue prefers (v1beta2, else v1beta1).
+KUEUE_WORKLOADS = ("kueue.x-k8s.io", "workloads")
 # Initial lists (at start, and after a watch expires) come in pages of this many objects.
 LIST_PAGE = 500
 LOST_LEASE_EXIT = 3  # the exit status of a replica that lost the leader Lease
@@ -100,6 +102,8 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: 
     settings.watching.chunk_size = LIST_PAGE
     for resource in watched(config.gang):
         settings.watching.label_selectors[resource] = OURS_SELECTOR
+    if config.queueing is not None:
+        settings.watching.label_selectors[KUEUE_WORKLOADS] = OURS_SELECTOR
     if config.gang is not None:
         # Registered before kopf looks at what to watch (after the startup handlers). Without
         # the CRD, kopf logs that it cannot watch the kind (and watches it once the CRD comes,
@@ -131,7 +135,9 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: 
             on_lost=_exit_on_loss,
         )
         kube = Kube(memo.elector.may_write, memo.elector.user_agent, limiter, config.api_group)
-    memo.reconciler = Reconciler(kube, config.cluster_domain, gang=config.gang)
+    memo.reconciler = Reconciler(
+        kube, config.cluster_domain, gang=config.gang, queueing=config.queueing
+    )
     _use_indexes(memo.reconciler, kwargs)
     memo.queue = WorkQueue(memo.reconciler)
     metrics.watch_states(memo.reconciler.states)
@@ -277,6 +283,18 @@ async def owned_event(
         _wake(memo, key, kwargs)
 
 
+async def workload_event(
+    type: str, namespace: str, body: kopf.Body, labels: kopf.Labels, memo: kopf.Memo, **kwargs: Any
+) -> None:
+    """A job's Kueue Workload: admitted, evicted, deleted... wakes its job when it changed."""
+    job = labels.get(naming.LABEL_JOB_NAME)
+    if job is None:
+        return
+    key = (namespace, job)
+    if memo.reconciler.workload_seen(key, dict(body), type == "DELETED"):
+        _wake(memo, key, kwargs)
+
+
 def _watch_owned(group: str, version: str, plural: str) -> None:
     """Send the events of one kind of child, ours only, to `owned_event`."""
     kopf.on.event(group, version, plural, labels=OURS, id=f"owned-{plural}")(owned_event)  # type: ignore[arg-type]
@@ -285,9 +303,10 @@ def _watch_owned(group: str, version: str, plural: str) -> None:
 _registered: list[str] = []  # the group registered for, once
 
 
-def register(group: str = GROUP) -> None:
+def register(group: str = GROUP, kueue: bool = False) -> None:
     """Register the handlers whose resource depends on the API group served (`--api-group`):
-    the TFJobs' index and events, and the children's events. Before kopf runs; once."""
+    the TFJobs' index and events, and the children's events; with `kueue`, the Workloads'
+    events (the version Kueue prefers, whichever it serves). Before kopf runs; once."""
     if _registered:
         if _registered != [group]:
             raise RuntimeError(f"handlers are registered for {_registered[0]}, not {group}")
@@ -297,6 +316,8 @@ def register(group: str = GROUP) -> None:
     kopf.on.event(group, VERSION, PLURAL, id="job_event")(job_event)  # type: ignore[arg-type]
     for resource in OWNED:
         _watch_owned(*resource)
+    if kueue:
+        kopf.on.event(*KUEUE_WORKLOADS, labels=OURS, id="kueue-workloads")(workload_event)  # type: ignore[arg-type]
 
 
 @kopf.on.probe(id="tfjobs")

@@ -12,6 +12,7 @@ from tfjob_operator.controller.config import LeaderElection, OperatorConfig
 from tfjob_operator.controller.leader import Timing, default_identity, default_namespace
 from tfjob_operator.controller.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from tfjob_operator.rules.gang import Gang, Scheduler
+from tfjob_operator.rules.kueue import Queueing
 
 LOG_FORMATS = ("plain", "full", "json")
 
@@ -114,6 +115,25 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="the pods' schedulerName (default: volcano, or scheduler-plugins-scheduler)",
     )
+    kq = p.add_argument_group(
+        "Kueue",
+        "TFJobs labelled kueue.x-k8s.io/queue-name wait for Kueue's admission: a Workload per "
+        "job, pods only once it is admitted, placed on the admitted flavors (tfjob.dev only: "
+        "Kueue queues Kubeflow's TFJobs itself).",
+    )
+    kq.add_argument(
+        "--kueue",
+        action="store_true",
+        default=_env_flag("TFJOB_KUEUE"),
+        help="queue labelled TFJobs through Kueue (env TFJOB_KUEUE=true)",
+    )
+    kq.add_argument(
+        "--kueue-manage-all",
+        action="store_true",
+        default=_env_flag("TFJOB_KUEUE_MANAGE_ALL"),
+        help="with --kueue, queue every TFJob; one without the label waits in the LocalQueue "
+        "'default' of its namespace (env TFJOB_KUEUE_MANAGE_ALL=true)",
+    )
     api = p.add_argument_group(
         "API server load",
         "Client-side rate limits of the operator's own API requests, with the flag names and "
@@ -182,6 +202,7 @@ def config_from(args: argparse.Namespace) -> OperatorConfig:
         api_qps=args.kube_api_qps,
         api_burst=args.kube_api_burst,
         api_group=args.api_group,
+        queueing=Queueing(args.kueue_manage_all) if args.kueue else None,
     )
 
 
@@ -196,11 +217,18 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--kube-api-burst must be at least 1")
     if config.api_group not in GROUPS:  # argparse checks a flag's value, not its env default
         parser.error(f"--api-group (or TFJOB_API_GROUP) must be one of {', '.join(GROUPS)}")
+    if config.queueing is not None and config.api_group != GROUP:
+        parser.error(
+            f"--kueue queues {GROUP} TFJobs; Kueue queues {config.api_group} TFJobs itself "
+            "(its kubeflow.org/tfjob integration, through runPolicy.suspend)"
+        )
+    if args.kueue_manage_all and not args.kueue:
+        parser.error("--kueue-manage-all needs --kueue")
     import kopf  # imported late so that --help stays fast
 
     from tfjob_operator.controller import handlers
 
-    handlers.register(config.api_group)
+    handlers.register(config.api_group, kueue=config.queueing is not None)
 
     kopf.configure(
         debug=args.log_level == "debug",

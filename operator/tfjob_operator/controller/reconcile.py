@@ -25,7 +25,7 @@ from tfjob_operator.controller import metrics
 from tfjob_operator.controller.client import Kube, MissingAPI, NotLeader
 from tfjob_operator.controller.projections import job_record
 from tfjob_operator.controller.workqueue import RetryableError
-from tfjob_operator.rules import handover
+from tfjob_operator.rules import handover, kueue
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.gang import Gang
 from tfjob_operator.rules.lifecycle import Decision, JobView, decide
@@ -49,6 +49,10 @@ FAILED_CREATE_SHARED_SECONDS = 2.0
 # A status write that changes only pod counts waits this long, so that the pods of a job that
 # come up (or go away) together cost one write.
 COUNTS_DELAY_SECONDS = 1.0
+# A ResourceFlavor or priority class read is used this long before it is read again.
+CLUSTER_READ_SECONDS = 60.0
+# A Workload status write refused for a newer Workload (Kueue wrote meanwhile) is redone after.
+WORKLOAD_CONFLICT_SECONDS = 0.5
 # Server errors that no retry can heal: the spec makes something Kubernetes will not take.
 TERMINAL_STATUSES = {400, 413, 422}
 TERMINAL_MESSAGES = ("failed to create typed patch object", "request is too large")
@@ -114,6 +118,10 @@ class JobState:
     labelled: set[str] = field(default_factory=set)
     # The other controller runPolicy.managedBy names, once its Event is posted ("": none).
     managed_by: str = ""
+    # The job's Kueue Workloads as last seen, by name (`kueue.observe_workload`), and the
+    # job's place in Kueue as last decided on.
+    workloads: dict[str, kueue.WorkloadObservation] = field(default_factory=dict)
+    queue: kueue.QueueView | None = None
 
 
 @dataclass(frozen=True)
@@ -143,6 +151,12 @@ class Reconciler:
     state: dict[JobKey, JobState] = field(default_factory=dict)
     # Across the jobs of a namespace: its latest FailedCreate list, by namespace.
     failed_create_lists: dict[str, _SharedList] = field(default_factory=dict)
+    # Kueue (--kueue): None when the queue label is not read.
+    queueing: kueue.Queueing | None = None
+    # Cluster-scoped reads (ResourceFlavors, priority classes): (group, plural, name) ->
+    # (when read, the object or None).
+    cluster_reads: dict[tuple[str, str, str], tuple[float, Any]] = field(default_factory=dict)
+    kueue_version: str | None = None
     # After a start or a take-over: the jobs not yet looked at, and since when.
     _first_pass: tuple[set[JobKey], float, int] | None = None
 
@@ -193,6 +207,18 @@ class Reconciler:
         if job is not None:
             job.applied = None
             job.forgotten += 1
+
+    def workload_seen(self, key: JobKey, body: dict[str, Any], deleted: bool) -> bool:
+        """Keep what a Workload event says; True when it is news for its job."""
+        name = (body.get("metadata") or {}).get("name", "")
+        workloads = self._job(key).workloads
+        if deleted:
+            return workloads.pop(name, None) is not None
+        seen = kueue.observe_workload(body)
+        if workloads.get(name) == seen:
+            return False
+        workloads[name] = seen
+        return True
 
     def _job(self, key: JobKey) -> JobState:
         """The job's state, made empty on first use."""
@@ -289,6 +315,7 @@ class Reconciler:
             statefulsets=list(self.statefulsets.get(key, [])),
             error=message[:500],
             gang=self.gang,
+            queue=self._job(key).queue,
         )
         try:
             await self._write(key, body, decision)
@@ -305,6 +332,7 @@ class Reconciler:
         observed: list[PodObservation] = list(self.pods.get(key, []))
         sets: list[StatefulSetObservation] = list(self.statefulsets.get(key, []))
         view, now = self._view(key, body), datetime.now(UTC)
+        queue = await self._queue_view(key, body, view)
         failures, recheck = await self._create_failures(key, view, observed, sets)
         decision = decide(
             view,
@@ -314,6 +342,7 @@ class Reconciler:
             statefulsets=sets,
             create_failures=failures,
             gang=self.gang,
+            queue=queue,
         )
 
         fingerprint = hashlib.blake2b(
@@ -338,6 +367,7 @@ class Reconciler:
                     self.cluster_domain,
                     statefulsets=sets,
                     gang=self.gang,
+                    queue=queue,
                 )
             if job.forgotten == forgotten:
                 job.applied = fingerprint
@@ -353,14 +383,99 @@ class Reconciler:
         for pod, uid in decision.delete_pods:
             log.info("%s/%s: deleting pod %s: its node stopped answering", *key, pod)
             await asyncio.to_thread(self.kube.force_delete_pod, key[0], pod, uid)
+        conflict = None
+        if decision.workload is not None and queue is not None:
+            conflict = await self._apply_workload(key, queue.version, decision.workload)
         job.failing = None
 
         if decision.delete_job:
             log.info("%s/%s: ttlSecondsAfterFinished passed; deleting", *key)
             await asyncio.to_thread(self.kube.delete_job, *key)
             return None
-        delays = [d for d in (decision.requeue_after, recheck, counts_wait) if d is not None]
+        delays = [
+            d for d in (decision.requeue_after, recheck, counts_wait, conflict) if d is not None
+        ]
         return min(delays) if delays else None
+
+    async def _queue_view(
+        self, key: JobKey, body: dict[str, Any], view: JobView
+    ) -> kueue.QueueView | None:
+        """The job's place in Kueue, for a job that waits in a LocalQueue (`--kueue`): its
+        Workload as last seen, the flavors it was admitted on, its priority."""
+        meta = body["metadata"]
+        name = kueue.queue_name(meta.get("labels") or {}, self.queueing)
+        job = self._job(key)
+        if name is None or view.spec is None:
+            job.queue = None
+            return None
+        if self.kueue_version is None:
+            self.kueue_version = await asyncio.to_thread(self.kube.workload_version)
+        version = self.kueue_version
+        if version is None:
+            raise MissingAPI(
+                f"the TFJob waits in LocalQueue {name} (label {kueue.QUEUE_LABEL}), but Kueue "
+                f"is not installed: no {kueue.GROUP} Workload API on this cluster. Install "
+                "Kueue, or remove the label to run the job without it"
+            )
+        workload = job.workloads.get(kueue.workload_name(key[1], meta.get("uid", "")))
+        flavors = {}
+        for flavor in sorted(workload.flavor_names()) if workload is not None else []:
+            found = await self._cluster_read(kueue.GROUP, version, "resourceflavors", flavor)
+            if found is None:
+                raise MissingAPI(
+                    f"Kueue admitted the job on ResourceFlavor {flavor}, which does not exist"
+                )
+            flavors[flavor] = kueue.Flavor.from_body(found)
+        priority = None
+        wanted = kueue.priority_class(meta.get("labels") or {}, view.spec)
+        if wanted is not None:
+            group, pc = wanted
+            plural = (
+                "priorityclasses" if group == "scheduling.k8s.io" else "workloadpriorityclasses"
+            )
+            found = await self._cluster_read(
+                group, "v1" if group == "scheduling.k8s.io" else version, plural, pc
+            )
+            if found is None:
+                raise MissingAPI(
+                    f"the TFJob names priority class {pc} ({group}), which does not exist"
+                )
+            priority = kueue.Priority(group, pc, int(found.get("value", 0)))
+        job.queue = kueue.QueueView(name, version, workload, flavors, priority)
+        return job.queue
+
+    async def _cluster_read(self, group: str, version: str, plural: str, name: str) -> Any:
+        """A cluster-scoped object, read at most once a CLUSTER_READ_SECONDS; None if absent."""
+        now = self.clock()
+        cached = self.cluster_reads.get((group, plural, name))
+        if cached is not None and now - cached[0] < CLUSTER_READ_SECONDS:
+            return cached[1]
+        found = await asyncio.to_thread(self.kube.get_cluster_object, group, version, plural, name)
+        self.cluster_reads[(group, plural, name)] = (now, found)
+        return found
+
+    async def _apply_workload(
+        self, key: JobKey, version: str, decision: kueue.WorkloadDecision
+    ) -> float | None:
+        """Replace, make or update the job's Workload; the seconds after which to try again
+        when Kueue wrote it meanwhile."""
+        namespace = key[0]
+        if decision.delete is not None:
+            log.info("%s/%s: replacing Workload %s: the job's spec changed", *key, decision.delete)
+            await asyncio.to_thread(self.kube.delete_workload, version, namespace, decision.delete)
+        if decision.create is not None:
+            await asyncio.to_thread(self.kube.create_workload, decision.create)
+        if decision.status_patch:
+            name = self._job(key).queue.workload.name  # type: ignore[union-attr]
+            try:
+                await asyncio.to_thread(
+                    self.kube.patch_workload_status, version, namespace, name, decision.status_patch
+                )
+            except kubernetes.client.ApiException as e:
+                if e.status != 409:
+                    raise
+                return WORKLOAD_CONFLICT_SECONDS
+        return None
 
     async def _run_elsewhere(self, key: JobKey, body: dict[str, Any]) -> bool:
         """Whether another controller runs the job (`handover`): then nothing of ours is

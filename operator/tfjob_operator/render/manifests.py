@@ -83,6 +83,32 @@ def rbac_manifests(group: str = GROUP) -> str:
     return HEADER + "---\n".join(_dump(d) for d in docs)
 
 
+def kueue_rbac() -> str:
+    """manifests/kueue/rbac.yaml: what --kueue adds to an install from manifests/."""
+    labels = {"app.kubernetes.io/name": NAME}
+    name = f"{NAME}-kueue"
+    docs = [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": name, "labels": labels},
+            "rules": [*rbac.KUEUE_RULES, *rbac.KUEUE_CLUSTER_RULES],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name, "labels": labels},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": name,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}],
+        },
+    ]
+    return HEADER + "---\n".join(_dump(d) for d in docs)
+
+
 def kubeflow_operator(operator_yaml: str) -> str:
     """manifests/operator.yaml, serving Kubeflow's group: the same Deployment with
     `--api-group=kubeflow.org` (the file is the single source of both)."""
@@ -101,6 +127,7 @@ def outputs(root: Path) -> dict[Path, str]:
     return {
         root / "manifests" / "crd.yaml": crd.render(),
         root / "manifests" / "rbac.yaml": rbac_manifests(),
+        root / "manifests" / "kueue" / "rbac.yaml": kueue_rbac(),
         kubeflow / "crd.yaml": crd.render(KUBEFLOW_GROUP),
         kubeflow / "rbac.yaml": rbac_manifests(KUBEFLOW_GROUP),
         kubeflow / "operator.yaml": kubeflow_operator(
@@ -113,6 +140,8 @@ def outputs(root: Path) -> dict[Path, str]:
         chart / "job-rules-kubeflow.yaml": HEADER + _dump(rbac.job_rules(KUBEFLOW_GROUP)),
         chart / "rules.yaml": HEADER + _dump(rbac.CHILD_RULES),
         chart / "lease-rules.yaml": HEADER + _dump(rbac.LEASE_RULES),
+        chart / "kueue-rules.yaml": HEADER + _dump(rbac.KUEUE_RULES),
+        chart / "kueue-cluster-rules.yaml": HEADER + _dump(rbac.KUEUE_CLUSTER_RULES),
     }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,7 @@ from tfjob_operator.api.spec import (
 )
 from tfjob_operator.rules import kubeflow, naming, tfconfig
 from tfjob_operator.rules.gang import Gang, join, pod_group
+from tfjob_operator.rules.kueue import Placement, place
 
 Manifest = dict[str, Any]
 
@@ -274,30 +276,13 @@ def checkpoint_mount(job: JobRef, spec: TFJobSpec, rt: ReplicaType) -> tuple[str
     return claim, spec.checkpoint.mount_path
 
 
-def desired_children(
-    job: JobRef,
-    spec: TFJobSpec,
-    cluster_domain: str,
-    *,
-    scaled_down: bool = False,
-    gang: Gang | None = None,
-) -> list[Manifest]:
-    """Everything the job owns, in creation order: claim, Services, PodGroup, StatefulSets.
-
-    `scaled_down` keeps every StatefulSet at 0 pods (finished or suspended jobs); `gang`
-    makes the pods one PodGroup of that gang scheduler.
-    """
+def pod_templates(
+    job: JobRef, spec: TFJobSpec, cluster_domain: str, gang: Gang | None = None
+) -> dict[ReplicaType, dict[str, Any]]:
+    """Each replica type's pod template as the operator renders it, before any placement."""
     cluster = cluster_for(job, spec, cluster_domain)
-    ports = replica_ports(spec)
-    children: list[Manifest] = []
-    claim = checkpoint_claim(job, spec)
-    if claim is not None:
-        children.append(claim)
-    replicas = spec.replicas()
-    children.extend(service(job, rt, ports[rt]) for rt in replicas)
-    if gang is not None:
-        children.append(pod_group(gang, job, spec))
-    for rt, rs in replicas.items():
+    templates = {}
+    for rt, rs in spec.replicas().items():
         template = pod_template(
             job,
             rt,
@@ -307,5 +292,37 @@ def desired_children(
         )
         if gang is not None:
             join(gang, job.name, template)
-        children.append(statefulset(job, rt, 0 if scaled_down else rs.replicas, template))
+        templates[rt] = template
+    return templates
+
+
+def desired_children(
+    job: JobRef,
+    spec: TFJobSpec,
+    cluster_domain: str,
+    *,
+    scaled_down: bool = False,
+    gang: Gang | None = None,
+    placement: Mapping[ReplicaType, Placement] | None = None,
+) -> list[Manifest]:
+    """Everything the job owns, in creation order: claim, Services, PodGroup, StatefulSets.
+
+    `scaled_down` keeps every StatefulSet at 0 pods (finished, suspended or queued jobs);
+    `gang` makes the pods one PodGroup of that gang scheduler; `placement` is what Kueue's
+    admission gives each replica type's pods.
+    """
+    ports = replica_ports(spec)
+    children: list[Manifest] = []
+    claim = checkpoint_claim(job, spec)
+    if claim is not None:
+        children.append(claim)
+    replicas = spec.replicas()
+    children.extend(service(job, rt, ports[rt]) for rt in replicas)
+    if gang is not None:
+        children.append(pod_group(gang, job, spec))
+    for rt, template in pod_templates(job, spec, cluster_domain, gang).items():
+        if placement is not None and rt in placement:
+            place(template, placement[rt])
+        count = 0 if scaled_down else replicas[rt].replicas
+        children.append(statefulset(job, rt, count, template))
     return children

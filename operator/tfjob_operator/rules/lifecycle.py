@@ -26,7 +26,7 @@ from tfjob_operator.api.spec import (
     TFJobSpec,
     parse_spec,
 )
-from tfjob_operator.rules import kubeflow, naming, nodelost, tensorboard
+from tfjob_operator.rules import kubeflow, kueue, naming, nodelost, tensorboard
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.children import (
     JobRef,
@@ -34,6 +34,7 @@ from tfjob_operator.rules.children import (
     check_additions,
     desired_children,
     mounts_checkpoint,
+    pod_templates,
 )
 from tfjob_operator.rules.gang import Gang, ignored_fields
 from tfjob_operator.rules.pods import Exit, PodObservation, Stuck
@@ -146,6 +147,8 @@ class Decision:
     label_pods: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
     # Pods to delete at once, (name, uid): lost with their node (`nodelost`).
     delete_pods: list[tuple[str, str]] = field(default_factory=list)
+    # The job's Kueue Workload: made, replaced or its status written (`kueue`).
+    workload: kueue.WorkloadDecision | None = None
 
 
 @dataclass
@@ -177,9 +180,13 @@ def is_retryable(policy: RestartPolicy, code: int) -> bool:
 
 
 def _account_exits(
-    status: st.Status, pods: list[PodObservation], spec: TFJobSpec
+    status: st.Status, pods: list[PodObservation], spec: TFJobSpec, stopped: bool = False
 ) -> tuple[list[_Failure], list[_Failure]]:
-    """Fold the exits not seen before into the status; return (fatal, retryable) failures."""
+    """Fold the exits not seen before into the status; return (fatal, retryable) failures.
+
+    The exits of a job that is `stopped` (suspended, queued, evicted by Kueue) are its pods
+    being stopped: remembered, never counted as failures.
+    """
     ledger: dict[str, Any] = status.setdefault("terminations", {})
     replica_statuses = status.setdefault("replicaStatuses", {})
     replicas = spec.replicas()
@@ -199,6 +206,8 @@ def _account_exits(
                 ledger.pop(pod.name, None)
             continue
         for ex in _fresh_exits(pod, fresh):
+            if stopped and ex.code != 0:
+                continue
             if ex.code == 0:
                 entry = {**entry, "succeeded": True}
             elif is_retryable(replicas[pod.replica_type].restart_policy, ex.code):
@@ -325,12 +334,14 @@ def decide(
     create_failures: Mapping[str, str] | None = None,
     error: str | None = None,
     gang: Gang | None = None,
+    queue: kueue.QueueView | None = None,
 ) -> Decision:
     """Compute the job's next status, its children and the side effects, from what is seen.
 
     `statefulsets` are the owned ones that exist; `create_failures` the latest FailedCreate
     message of each StatefulSet that lacks pods; `error` a reconcile failure that persists;
-    `gang` the operator's gang scheduler, if any.
+    `gang` the operator's gang scheduler, if any; `queue` the job's place in Kueue, for a
+    job that waits in a LocalQueue.
     """
     prior = job.status
     status = copy.deepcopy(prior)
@@ -368,7 +379,15 @@ def decide(
         decision = finish(prior, status)
     else:
         decision = _decide_valid(
-            job, status, observed, now, cluster_domain, statefulsets, create_failures or {}, gang
+            job,
+            status,
+            observed,
+            now,
+            cluster_domain,
+            statefulsets,
+            create_failures or {},
+            gang,
+            queue,
         )
     decision.events = news + decision.events
     finished = st.is_finished(status)
@@ -396,6 +415,7 @@ def _decide_valid(
     statefulsets: Sequence[StatefulSetObservation],
     create_failures: Mapping[str, str],
     gang: Gang | None,
+    queue: kueue.QueueView | None,
 ) -> Decision:
     """The lifecycle of a job whose spec is valid: pods -> status, and its children."""
     spec, prior = job.spec, job.status
@@ -412,10 +432,12 @@ def _decide_valid(
         key=lambda p: (p.replica_type.value, p.index),
     )
     requeue: list[float] = []
+    wanted_workload = _wanted_workload(job, spec, queue, cluster_domain, gang)
+    held, places = _admission(queue, wanted_workload)
 
     gone: list[PodObservation] = []
     if not was_finished:
-        fatal, retryable = _account_exits(status, pods, spec)
+        fatal, retryable = _account_exits(status, pods, spec, stopped=policy.suspend or held)
         if policy.suspend:
             st.set_condition(
                 status,
@@ -425,14 +447,34 @@ def _decide_valid(
                 f"TFJob {name} is suspended.",
                 now,
             )
+        elif held:
+            assert queue is not None
+            evicted = queue.workload is not None and queue.workload.evicted is not None
+            st.set_condition(
+                status,
+                st.Cond.SUSPENDED,
+                True,
+                kueue.EVICTED if evicted else kueue.QUEUED,
+                f"TFJob {name} is {kueue.waiting_message(queue)}."
+                if evicted
+                else f"TFJob {name} is queued: {kueue.waiting_message(queue)}.",
+                now,
+            )
         else:
             if st.is_true(status, st.Cond.SUSPENDED):
+                admitted = queue is not None and queue.workload is not None and places is not None
                 st.set_condition(
                     status,
                     st.Cond.SUSPENDED,
                     False,
-                    st.Reason.RESUMED,
-                    f"TFJob {name} is resumed.",
+                    kueue.ADMITTED if admitted else st.Reason.RESUMED,
+                    f"TFJob {name} is "
+                    + (
+                        kueue.admitted_message(queue.workload)
+                        if admitted and queue is not None and queue.workload is not None
+                        else "resumed"
+                    )
+                    + ".",
                     now,
                 )
                 status["startTime"] = st.timestamp(now)  # the deadline counts from the resume
@@ -445,7 +487,7 @@ def _decide_valid(
     if finished:
         status.setdefault("completionTime", st.timestamp(now))
     _replica_counts(status, pods, spec, frozen=was_finished)
-    suspended = policy.suspend and not finished
+    suspended = (policy.suspend or held) and not finished
     missing = {} if suspended else _missing_pods(job.ref.name, spec, pods, create_failures)
     _waiting(
         status,
@@ -457,6 +499,13 @@ def _decide_valid(
         policy.node_lost_timeout_seconds,
         nodelost.claim_hint(job.ref.name, spec),
     )
+
+    if held and not finished and queue is not None:
+        # Every pod of the job waits for Kueue: one reason, said once (the condition's Event).
+        why = kueue.waiting_message(queue)
+        status["waiting"] = {
+            pod: Stuck(kueue.QUEUED, why).describe() for pod in kueue.pods_of(spec, job.ref.name)
+        }
 
     _tensorboard_status(status, job, cluster_domain)
     decision = finish(prior, status)
@@ -471,7 +520,9 @@ def _decide_valid(
         decision.delete_children = [("Deployment", name), ("Service", name)]
     if not finished:
         decision.children = (
-            desired_children(job.ref, spec, cluster_domain, scaled_down=suspended, gang=gang)
+            desired_children(
+                job.ref, spec, cluster_domain, scaled_down=suspended, gang=gang, placement=places
+            )
             + decision.children
         )
         has_chief = any(rt.is_chief_like and rs.replicas for rt, rs in replicas.items())
@@ -492,8 +543,79 @@ def _decide_valid(
             if s.name not in wanted
             for kind in ("StatefulSet", "Service")
         ]
+    if queue is not None and wanted_workload is not None:
+        decision.workload = _workload_decision(
+            queue, wanted_workload, status, pods, spec, finished, now
+        )
     decision.requeue_after = min(requeue) if requeue else None
     return decision
+
+
+def _wanted_workload(
+    job: JobView,
+    spec: TFJobSpec,
+    queue: kueue.QueueView | None,
+    cluster_domain: str,
+    gang: Gang | None,
+) -> Manifest | None:
+    """The Workload the job asks admission with, as it stands now."""
+    if queue is None:
+        return None
+    templates = pod_templates(job.ref, spec, cluster_domain, gang)
+    sets = kueue.podsets(spec, templates)
+    return kueue.workload(job.ref, queue.version, queue.queue, sets, queue.priority)
+
+
+def _admission(
+    queue: kueue.QueueView | None, wanted: Manifest | None
+) -> tuple[bool, dict[ReplicaType, kueue.Placement] | None]:
+    """(held, placements): whether Kueue holds the job back, and where admission puts each
+    replica type's pods. A Workload that no longer matches the spec admits nothing."""
+    if queue is None or wanted is None:
+        return False, None
+    wl = queue.workload
+    if wl is None or not wl.admitted or wl.podsets_hash != _hash(wanted):
+        return True, None
+    places = kueue.placements(wl, queue.flavors)
+    return places is None, places
+
+
+def _hash(workload: Manifest) -> str:
+    return str(workload["metadata"]["annotations"][kueue.PODSETS_HASH])
+
+
+def _workload_decision(
+    queue: kueue.QueueView,
+    wanted: Manifest,
+    status: st.Status,
+    pods: list[PodObservation],
+    spec: TFJobSpec,
+    finished: bool,
+    now: datetime,
+) -> kueue.WorkloadDecision:
+    """Make the Workload, replace a stale one while the job is not done, or write its status."""
+    wl = queue.workload
+    if wl is None:
+        return kueue.WorkloadDecision(create=None if finished else wanted)
+    if wl.podsets_hash != _hash(wanted) and not finished:
+        return kueue.WorkloadDecision(create=wanted, delete=wl.name)
+    verdict = None
+    if finished:
+        cond = st.find(
+            status, st.Cond.SUCCEEDED if st.is_true(status, st.Cond.SUCCEEDED) else st.Cond.FAILED
+        )
+        verdict = (st.is_true(status, st.Cond.SUCCEEDED), str((cond or {}).get("message", "")))
+    expected = sum(rs.replicas for rs in spec.replicas().values())
+    ready = sum(1 for p in pods if p.up and not p.deleting)
+    return kueue.WorkloadDecision(
+        status_patch=kueue.workload_status(
+            wl,
+            active_pods=sum(1 for p in pods if p.running),
+            pods_ready=ready >= expected > 0,
+            finished=verdict,
+            now=now,
+        )
+    )
 
 
 def _tensorboard_status(status: st.Status, job: JobView, cluster_domain: str) -> None:
@@ -731,6 +853,7 @@ def _waiting_events(prior: st.Status, status: st.Status) -> list[tuple[str, str,
             else ("Warning", st.Reason.POD_WAITING, f"Pod {pod} cannot start: {why}")
         )
         for pod, why in sorted((status.get("waiting") or {}).items())
+        if not why.startswith(kueue.QUEUED + ":")
         if pod not in before
         or (why.startswith(nodelost.REASON + ":") and not before[pod].startswith(nodelost.REASON))
     ]

@@ -45,6 +45,10 @@ class Reason:
     FOREIGN_CHILDREN = "ForeignChildren"
     HANDED_OVER = "HandedOver"
     MANAGED_ELSEWHERE = "ManagedElsewhere"  # an Event only: runPolicy.managedBy names another
+    # Suspended by Kueue: waiting for admission, evicted (preempted, ...), admitted.
+    QUEUED = "Queued"
+    EVICTED = "Evicted"
+    ADMITTED = "Admitted"
 
 
 TERMINAL = (Cond.SUCCEEDED, Cond.FAILED)
@@ -57,9 +61,10 @@ WARNING_REASONS = {
     Reason.DEADLINE_EXCEEDED,
     Reason.RECONCILE_ERROR,
     Reason.FOREIGN_CHILDREN,
+    Reason.EVICTED,
 }
 # Conditions whose turning False is news too: a resume, a reconcile that heals.
-ANNOUNCED_WHEN_FALSE = {Reason.RESUMED, Reason.RECONCILED, Reason.HANDED_OVER}
+ANNOUNCED_WHEN_FALSE = {Reason.RESUMED, Reason.RECONCILED, Reason.HANDED_OVER, Reason.ADMITTED}
 
 
 def timestamp(now: datetime) -> str:
