@@ -294,20 +294,16 @@ class Kube:
 
     def workload_version(self) -> str | None:
         """The newest Workload API version Kueue serves here; None without Kueue."""
-        try:
-            groups: Any = self.custom.api_client.call_api(
-                f"/apis/{kueue.GROUP}",
-                "GET",
-                response_type="object",
-                auth_settings=["BearerToken"],
-                _return_http_data_only=True,
-            )
-        except kubernetes.client.ApiException as e:
-            if e.status == 404:
-                return None
-            raise
-        served = {v.get("version") for v in (groups or {}).get("versions") or []}
-        return next((v for v in kueue.VERSIONS if v in served), None)
+        for version in kueue.VERSIONS:
+            try:
+                found: Any = self.custom.get_api_resources(kueue.GROUP, version)
+            except kubernetes.client.ApiException as e:
+                if e.status == 404:
+                    continue
+                raise
+            if any(r.name == "workloads" for r in found.resources or []):
+                return version
+        return None
 
     def get_cluster_object(self, group: str, version: str, plural: str, name: str) -> Any:
         """One cluster-scoped object (a ResourceFlavor, a priority class); None when absent."""

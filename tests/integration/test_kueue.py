@@ -1,0 +1,329 @@
+"""Kueue on the real API server, with Kueue's own Workload and ResourceFlavor CRDs (v0.19.2) and
+the test playing Kueue's part: it writes the Workload's status as Kueue's scheduler and
+Workload controller do. (The same cycle with a training job on real nodes:
+tests/node/test_kueue.py.)
+
+The order matters: the first test runs before the CRDs exist and installs them."""
+
+from __future__ import annotations
+
+import json
+
+import kubernetes
+import pytest
+import yaml
+
+from tests.integration.helpers import CHILD_WAIT, GC_WAIT
+from tfjob_operator.rules import kueue
+from tfjob_operator.rules import status as st
+from tfjob_testbed.jobs import tfjob
+from tfjob_testbed.kube import wait_for
+from tfjob_testbed.operator import stepped_aside
+from tfjob_testbed.paths import ROOT
+
+pytestmark = pytest.mark.integration
+
+CRDS = ROOT / "tests" / "data" / "kueue" / "crds.yaml"
+VERSION = "v1beta2"
+TAINT = {"key": "pool", "operator": "Equal", "value": "spot", "effect": "NoSchedule"}
+FLAVORS = {
+    "on-demand": {"nodeLabels": {"pool": "on-demand"}},
+    "spot": {"nodeLabels": {"pool": "spot"}, "tolerations": [TAINT]},
+}
+NOW = "2026-01-01T00:00:00Z"
+
+
+def queued_job(name: str = "mnist") -> dict:
+    body = tfjob(
+        name=name,
+        replicas={"Chief": 1, "Worker": 2},
+        restart_policy="OnFailure",
+        checkpoint={"storage": {"size": "1Gi"}},
+    )
+    body["metadata"]["labels"] = {kueue.QUEUE_LABEL: "team-a"}
+    for rs in body["spec"]["tfReplicaSpecs"].values():
+        rs["template"]["spec"]["containers"][0]["resources"] = {
+            "requests": {"cpu": 1, "memory": "1Gi"}
+        }
+    return body
+
+
+def workloads(custom, ns: str) -> list[dict]:
+    return custom.list_namespaced_custom_object(kueue.GROUP, VERSION, ns, "workloads")["items"]
+
+
+def the_workload(custom, ns: str) -> dict:
+    return wait_for(lambda: (workloads(custom, ns) or [None])[0], CHILD_WAIT, "the Workload")
+
+
+def condition(workload: dict, type_: str) -> dict:
+    return next(
+        (c for c in (workload.get("status") or {}).get("conditions") or [] if c["type"] == type_),
+        {},
+    )
+
+
+def cond(type_: str, status: bool, reason: str, message: str = "") -> dict:
+    return {
+        "type": type_,
+        "status": "True" if status else "False",
+        "reason": reason,
+        "message": message or reason,
+        "lastTransitionTime": NOW,
+    }
+
+
+def kueue_writes(custom, ns: str, name: str, status: dict, drop: tuple[str, ...] = ()) -> None:
+    """Kueue's write of the Workload's status: conditions set by type, the rest as given."""
+    current = custom.get_namespaced_custom_object(kueue.GROUP, VERSION, ns, "workloads", name)
+    conditions = {c["type"]: c for c in (current.get("status") or {}).get("conditions") or []}
+    for c in status.pop("conditions", []):
+        conditions[c["type"]] = c
+    for t in drop:
+        conditions.pop(t, None)
+    body = {"status": {**status, "conditions": list(conditions.values())}}
+    custom.patch_namespaced_custom_object_status(kueue.GROUP, VERSION, ns, "workloads", name, body)
+
+
+def admit(custom, ns: str, workload: dict, flavor: str) -> None:
+    """Kueue's scheduler admits the Workload on `flavor`, for every resource of every podSet."""
+    kueue_writes(
+        custom,
+        ns,
+        workload["metadata"]["name"],
+        {
+            "admission": {
+                "clusterQueue": "cluster-a",
+                "podSetAssignments": [
+                    {
+                        "name": p["name"],
+                        "flavors": {"cpu": flavor, "memory": flavor},
+                        "count": p["count"],
+                    }
+                    for p in workload["spec"]["podSets"]
+                ],
+            },
+            "conditions": [
+                cond(
+                    "QuotaReserved",
+                    True,
+                    "QuotaReserved",
+                    "Quota reserved in ClusterQueue cluster-a",
+                ),
+                cond("Admitted", True, "Admitted", "The workload is admitted"),
+                cond("Evicted", False, "QuotaReserved", "Previously: preempted"),
+            ],
+        },
+    )
+
+
+def placed(job, name: str, flavor: str) -> bool:
+    """Every StatefulSet of the job runs its pods, placed on `flavor` (its node label)."""
+    sets = job.statefulsets(name)
+    pools = {(s.spec.template.spec.node_selector or {}).get("pool") for s in sets.values()}
+    return bool(sets) and pools == {flavor} and all(s.spec.replicas > 0 for s in sets.values())
+
+
+def test_without_kueue_a_queued_job_says_so_and_runs_nothing(
+    operator, control_plane, kubectl, job, tmp_path
+):
+    if kubectl.run("get", "crd", "workloads.kueue.x-k8s.io", check=False).returncode == 0:
+        pytest.skip("Kueue's CRDs are installed already (this test runs first in the module)")
+    with stepped_aside(operator, control_plane.kubeconfig, tmp_path / "op.log", ["--kueue"]):
+        name = job.create(queued_job())
+        error = job.wait_condition(name, st.Cond.RECONCILE_ERROR, timeout=30)
+        assert error["status"] == "True"
+        assert "Kueue is not installed" in error["message"] and "team-a" in error["message"]
+        job.wait_event(name, st.Reason.RECONCILE_ERROR)
+        assert job.statefulsets(name) == {}, "nothing runs outside the queue"
+
+
+def for_1_20(node):
+    """A CRD without what Kubernetes 1.20 refuses (see `kueue_crds`); a list-map key that
+    lost its empty default is required instead."""
+    if isinstance(node, dict):
+        node = {
+            k: for_1_20(v)
+            for k, v in node.items()
+            if k not in ("x-kubernetes-validations", "selectableFields")
+            and not (k == "default" and v == "")
+        }
+        keys = node.get("x-kubernetes-list-map-keys")
+        if keys and isinstance(node.get("items"), dict):
+            items = node["items"]
+            items["required"] = sorted(set(items.get("required") or []) | set(keys))
+        return node
+    if isinstance(node, list):
+        return [for_1_20(v) for v in node]
+    return node
+
+
+@pytest.fixture(scope="module")
+def kueue_crds(kubectl, custom):
+    # Created, not applied: the Workload CRD is too large for kubectl's last-applied
+    # annotation. What the test bed's 1.20 cannot take is left out: CEL rules and
+    # selectableFields (1.25+), and empty-string defaults (1.20 reads them as null).
+    docs = [for_1_20(d) for d in yaml.safe_load_all(CRDS.read_text()) if d]
+    text = "\n---\n".join(json.dumps(d) for d in docs)
+    created = kubectl.run("create", "--validate=false", "-f", "-", input=text, check=False)
+    assert created.returncode == 0 or "AlreadyExists" in created.stderr, created.stderr
+    kubectl.wait_established("workloads.kueue.x-k8s.io", "resourceflavors.kueue.x-k8s.io")
+    for name, spec in FLAVORS.items():
+        body = {
+            "apiVersion": f"{kueue.GROUP}/{VERSION}",
+            "kind": "ResourceFlavor",
+            "metadata": {"name": name},
+            "spec": spec,
+        }
+        try:
+            custom.create_cluster_custom_object(kueue.GROUP, VERSION, "resourceflavors", body)
+        except kubernetes.client.ApiException as e:
+            if e.status != 409:
+                raise
+
+
+@pytest.fixture
+def kueue_operator(kueue_crds, operator, control_plane, tmp_path):
+    with stepped_aside(operator, control_plane.kubeconfig, tmp_path / "op.log", ["--kueue"]) as op:
+        yield op
+
+
+def test_queued_admitted_evicted_readmitted_finished(
+    kueue_operator, job, custom, core, kubelet, ns
+):
+    name = job.create(queued_job())
+
+    # Queued: a Workload as Kueue reads it, and no pod.
+    workload = the_workload(custom, ns)
+    wl_name = workload["metadata"]["name"]
+    owner = workload["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"], owner["controller"]) == ("TFJob", name, True)
+    assert workload["spec"]["queueName"] == "team-a"
+    sets = {p["name"]: p for p in workload["spec"]["podSets"]}
+    assert {n: p["count"] for n, p in sets.items()} == {"chief": 1, "worker": 2}
+    container = sets["worker"]["template"]["spec"]["containers"][0]
+    assert container["resources"]["requests"] == {"cpu": "1", "memory": "1Gi"}
+    assert {"TF_CONFIG", "TFJOB_CHECKPOINT_DIR"} <= {e["name"] for e in container["env"]}
+    suspended = job.wait_condition(name, st.Cond.SUSPENDED)
+    assert (suspended["status"], suspended["reason"]) == ("True", st.Reason.QUEUED)
+    waiting = job.status(name)["waiting"]
+    assert set(waiting) == {"mnist-chief-0", "mnist-worker-0", "mnist-worker-1"}
+    assert all(w.startswith("Queued: ") and "team-a" in w for w in waiting.values())
+    job.wait_event(name, st.Reason.QUEUED)
+    assert {s.spec.replicas for s in job.statefulsets(name).values()} == {0}
+    assert job.pods(name) == []
+    claim = core.read_namespaced_persistent_volume_claim("mnist-checkpoints", ns).metadata.uid
+
+    # Admitted on on-demand: the pods start there.
+    admit(custom, ns, workload, "on-demand")
+    wait_for(lambda: placed(job, name, "on-demand"), CHILD_WAIT, "pods on on-demand")
+    pods = job.wait_pods(name, 3)
+    kubelet.run_all(pods)
+    job.wait_state(name, "Running")
+    assert job.condition(name, st.Cond.SUSPENDED)["reason"] == st.Reason.ADMITTED
+    ready = wait_for(
+        lambda: (
+            condition(the_workload(custom, ns), "PodsReady").get("status") == "True"
+            and the_workload(custom, ns)
+        ),
+        CHILD_WAIT,
+        "PodsReady",
+    )
+    assert condition(ready, "PodsReady")["reason"] == "Started"
+
+    # Preempted: the job stops, then the reservation is given back.
+    kueue_writes(
+        custom,
+        ns,
+        wl_name,
+        {
+            "conditions": [
+                cond(
+                    "Evicted",
+                    True,
+                    "Preempted",
+                    "Preempted to accommodate a higher priority Workload",
+                ),
+                cond(
+                    "Preempted",
+                    True,
+                    "InClusterQueue",
+                    "Preempted to accommodate a higher priority Workload",
+                ),
+            ]
+        },
+    )
+    wait_for(lambda: job.pods(name) == [], CHILD_WAIT, "the pods to stop")
+    assert {s.spec.replicas for s in job.statefulsets(name).values()} == {0}
+    given_back = wait_for(
+        lambda: (
+            (wl := the_workload(custom, ns)).get("status", {}).get("admission") is None
+            and condition(wl, "QuotaReserved").get("status") == "False"
+            and wl
+        ),
+        CHILD_WAIT,
+        "the reservation given back",
+    )
+    assert condition(given_back, "QuotaReserved")["reason"] == "Pending"
+    assert condition(given_back, "Admitted")["status"] == "False"
+    assert (
+        condition(given_back, "Requeued")["status"],
+        condition(given_back, "Requeued")["reason"],
+    ) == (
+        "True",
+        "Preempted",
+    )
+    evicted = job.condition(name, st.Cond.SUSPENDED)
+    assert (evicted["status"], evicted["reason"]) == ("True", st.Reason.EVICTED)
+    job.wait_event(name, st.Reason.EVICTED)
+    assert job.status(name).get("restarts", 0) == 0, "a preemption is no failure"
+
+    # Admitted again, on spot: the pods come back there, with the same checkpoint volume.
+    admit(custom, ns, given_back, "spot")
+    wait_for(lambda: placed(job, name, "spot"), CHILD_WAIT, "pods on spot")
+    worker = job.statefulsets(name)["mnist-worker"].spec.template.spec
+    assert [(t.key, t.value, t.effect) for t in worker.tolerations or []] == [
+        ("pool", "spot", "NoSchedule")
+    ]
+    pods = job.wait_pods(name, 3)
+    assert (
+        core.read_namespaced_persistent_volume_claim("mnist-checkpoints", ns).metadata.uid == claim
+    )
+    kubelet.run_all(pods)
+    job.wait_state(name, "Running")
+
+    # Finished: the Workload says so, and its quota frees.
+    kubelet.set("mnist-chief-0", state="terminated", exit_code=0)
+    job.wait_state(name, "Succeeded")
+    finished = wait_for(
+        lambda: (
+            condition(the_workload(custom, ns), "Finished").get("status") == "True"
+            and the_workload(custom, ns)
+        ),
+        CHILD_WAIT,
+        "Finished",
+    )
+    assert condition(finished, "Finished")["reason"] == "Succeeded"
+    assert len(workloads(custom, ns)) == 1, "one Workload all along"
+
+    # The TFJob's deletion takes its Workload with it.
+    job.kubectl("delete", job.resource, name, "-n", ns)
+    wait_for(lambda: workloads(custom, ns) == [], GC_WAIT, "the Workload to go with the job")
+
+
+def test_a_spec_edit_while_queued_replaces_the_workload(kueue_operator, job, custom, ns):
+    name = job.create(queued_job())
+    old = the_workload(custom, ns)
+    body = job.get(name)
+    body["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 3
+    job.kubectl.apply(body)
+    new = wait_for(
+        lambda: [
+            w for w in workloads(custom, ns) if w["metadata"]["uid"] != old["metadata"]["uid"]
+        ],
+        CHILD_WAIT,
+        "a new Workload",
+    )[0]
+    assert {p["name"]: p["count"] for p in new["spec"]["podSets"]} == {"chief": 1, "worker": 3}
+    wait_for(lambda: len(workloads(custom, ns)) == 1, CHILD_WAIT, "the stale Workload gone")
+    assert {s.spec.replicas for s in job.statefulsets(name).values()} == {0}
