@@ -7,30 +7,25 @@ The order matters: the first test runs before the CRDs exist and installs them."
 
 from __future__ import annotations
 
-import json
-
 import kubernetes
 import pytest
-import yaml
 
 from tests.integration.helpers import CHILD_WAIT, GC_WAIT
 from tfjob_operator.rules import kueue
 from tfjob_operator.rules import status as st
+from tfjob_testbed import kueue as kq
 from tfjob_testbed.jobs import tfjob
 from tfjob_testbed.kube import wait_for
 from tfjob_testbed.operator import stepped_aside
-from tfjob_testbed.paths import ROOT
 
 pytestmark = pytest.mark.integration
 
-CRDS = ROOT / "tests" / "data" / "kueue" / "crds.yaml"
 VERSION = "v1beta2"
 TAINT = {"key": "pool", "operator": "Equal", "value": "spot", "effect": "NoSchedule"}
 FLAVORS = {
     "on-demand": {"nodeLabels": {"pool": "on-demand"}},
     "spot": {"nodeLabels": {"pool": "spot"}, "tolerations": [TAINT]},
 }
-NOW = "2026-01-01T00:00:00Z"
 
 
 def queued_job(name: str = "mnist") -> dict:
@@ -56,65 +51,16 @@ def the_workload(custom, ns: str) -> dict:
     return wait_for(lambda: (workloads(custom, ns) or [None])[0], CHILD_WAIT, "the Workload")
 
 
-def condition(workload: dict, type_: str) -> dict:
-    return next(
-        (c for c in (workload.get("status") or {}).get("conditions") or [] if c["type"] == type_),
-        {},
-    )
-
-
-def cond(type_: str, status: bool, reason: str, message: str = "") -> dict:
-    return {
-        "type": type_,
-        "status": "True" if status else "False",
-        "reason": reason,
-        "message": message or reason,
-        "lastTransitionTime": NOW,
-    }
-
-
-def kueue_writes(custom, ns: str, name: str, status: dict, drop: tuple[str, ...] = ()) -> None:
-    """Kueue's write of the Workload's status: conditions set by type, the rest as given."""
+def kueue_writes(custom, ns: str, name: str, status: dict) -> None:
+    """Kueue's write of the Workload's status (`kq.status_write`)."""
     current = custom.get_namespaced_custom_object(kueue.GROUP, VERSION, ns, "workloads", name)
-    conditions = {c["type"]: c for c in (current.get("status") or {}).get("conditions") or []}
-    for c in status.pop("conditions", []):
-        conditions[c["type"]] = c
-    for t in drop:
-        conditions.pop(t, None)
-    body = {"status": {**status, "conditions": list(conditions.values())}}
+    body = kq.status_write(current, status)
     custom.patch_namespaced_custom_object_status(kueue.GROUP, VERSION, ns, "workloads", name, body)
 
 
 def admit(custom, ns: str, workload: dict, flavor: str) -> None:
     """Kueue's scheduler admits the Workload on `flavor`, for every resource of every podSet."""
-    kueue_writes(
-        custom,
-        ns,
-        workload["metadata"]["name"],
-        {
-            "admission": {
-                "clusterQueue": "cluster-a",
-                "podSetAssignments": [
-                    {
-                        "name": p["name"],
-                        "flavors": {"cpu": flavor, "memory": flavor},
-                        "count": p["count"],
-                    }
-                    for p in workload["spec"]["podSets"]
-                ],
-            },
-            "conditions": [
-                cond(
-                    "QuotaReserved",
-                    True,
-                    "QuotaReserved",
-                    "Quota reserved in ClusterQueue cluster-a",
-                ),
-                cond("Admitted", True, "Admitted", "The workload is admitted"),
-                cond("Evicted", False, "QuotaReserved", "Previously: preempted"),
-            ],
-        },
-    )
+    kueue_writes(custom, ns, workload["metadata"]["name"], kq.admission(workload, flavor))
 
 
 def placed(job, name: str, flavor: str) -> bool:
@@ -138,43 +84,14 @@ def test_without_kueue_a_queued_job_says_so_and_runs_nothing(
         assert job.statefulsets(name) == {}, "nothing runs outside the queue"
 
 
-def for_1_20(node):
-    """A CRD without what Kubernetes 1.20 refuses (see `kueue_crds`); a list-map key that
-    lost its empty default is required instead."""
-    if isinstance(node, dict):
-        node = {
-            k: for_1_20(v)
-            for k, v in node.items()
-            if k not in ("x-kubernetes-validations", "selectableFields")
-            and not (k == "default" and v == "")
-        }
-        keys = node.get("x-kubernetes-list-map-keys")
-        if keys and isinstance(node.get("items"), dict):
-            items = node["items"]
-            items["required"] = sorted(set(items.get("required") or []) | set(keys))
-        return node
-    if isinstance(node, list):
-        return [for_1_20(v) for v in node]
-    return node
-
-
 @pytest.fixture(scope="module")
 def kueue_crds(kubectl, custom):
-    # Created, not applied: the Workload CRD is too large for kubectl's last-applied
-    # annotation. What the test bed's 1.20 cannot take is left out: CEL rules and
-    # selectableFields (1.25+), and empty-string defaults (1.20 reads them as null).
-    docs = [for_1_20(d) for d in yaml.safe_load_all(CRDS.read_text()) if d]
-    text = "\n---\n".join(json.dumps(d) for d in docs)
-    created = kubectl.run("create", "--validate=false", "-f", "-", input=text, check=False)
+    docs = kq.crd_documents()
+    created = kubectl.run("create", "--validate=false", "-f", "-", input=docs, check=False)
     assert created.returncode == 0 or "AlreadyExists" in created.stderr, created.stderr
-    kubectl.wait_established("workloads.kueue.x-k8s.io", "resourceflavors.kueue.x-k8s.io")
+    kubectl.wait_established(*kq.CRD_NAMES)
     for name, spec in FLAVORS.items():
-        body = {
-            "apiVersion": f"{kueue.GROUP}/{VERSION}",
-            "kind": "ResourceFlavor",
-            "metadata": {"name": name},
-            "spec": spec,
-        }
+        body = kq.flavor(name, spec)
         try:
             custom.create_cluster_custom_object(kueue.GROUP, VERSION, "resourceflavors", body)
         except kubernetes.client.ApiException as e:
@@ -223,52 +140,32 @@ def test_queued_admitted_evicted_readmitted_finished(
     assert job.condition(name, st.Cond.SUSPENDED)["reason"] == st.Reason.ADMITTED
     ready = wait_for(
         lambda: (
-            condition(the_workload(custom, ns), "PodsReady").get("status") == "True"
+            kq.condition(the_workload(custom, ns), "PodsReady").get("status") == "True"
             and the_workload(custom, ns)
         ),
         CHILD_WAIT,
         "PodsReady",
     )
-    assert condition(ready, "PodsReady")["reason"] == "Started"
+    assert kq.condition(ready, "PodsReady")["reason"] == "Started"
 
     # Preempted: the job stops, then the reservation is given back.
-    kueue_writes(
-        custom,
-        ns,
-        wl_name,
-        {
-            "conditions": [
-                cond(
-                    "Evicted",
-                    True,
-                    "Preempted",
-                    "Preempted to accommodate a higher priority Workload",
-                ),
-                cond(
-                    "Preempted",
-                    True,
-                    "InClusterQueue",
-                    "Preempted to accommodate a higher priority Workload",
-                ),
-            ]
-        },
-    )
+    kueue_writes(custom, ns, wl_name, kq.PREEMPTION)
     wait_for(lambda: job.pods(name) == [], CHILD_WAIT, "the pods to stop")
     assert {s.spec.replicas for s in job.statefulsets(name).values()} == {0}
     given_back = wait_for(
         lambda: (
             (wl := the_workload(custom, ns)).get("status", {}).get("admission") is None
-            and condition(wl, "QuotaReserved").get("status") == "False"
+            and kq.condition(wl, "QuotaReserved").get("status") == "False"
             and wl
         ),
         CHILD_WAIT,
         "the reservation given back",
     )
-    assert condition(given_back, "QuotaReserved")["reason"] == "Pending"
-    assert condition(given_back, "Admitted")["status"] == "False"
+    assert kq.condition(given_back, "QuotaReserved")["reason"] == "Pending"
+    assert kq.condition(given_back, "Admitted")["status"] == "False"
     assert (
-        condition(given_back, "Requeued")["status"],
-        condition(given_back, "Requeued")["reason"],
+        kq.condition(given_back, "Requeued")["status"],
+        kq.condition(given_back, "Requeued")["reason"],
     ) == (
         "True",
         "Preempted",
@@ -297,13 +194,13 @@ def test_queued_admitted_evicted_readmitted_finished(
     job.wait_state(name, "Succeeded")
     finished = wait_for(
         lambda: (
-            condition(the_workload(custom, ns), "Finished").get("status") == "True"
+            kq.condition(the_workload(custom, ns), "Finished").get("status") == "True"
             and the_workload(custom, ns)
         ),
         CHILD_WAIT,
         "Finished",
     )
-    assert condition(finished, "Finished")["reason"] == "Succeeded"
+    assert kq.condition(finished, "Finished")["reason"] == "Succeeded"
     assert len(workloads(custom, ns)) == 1, "one Workload all along"
 
     # The TFJob's deletion takes its Workload with it.
