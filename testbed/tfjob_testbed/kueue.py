@@ -79,9 +79,19 @@ def status_write(current: dict[str, Any], status: dict[str, Any]) -> dict[str, A
     return {"status": {**rest, "conditions": list(conditions.values())}}
 
 
-def admission(workload: dict[str, Any], flavor_name: str) -> dict[str, Any]:
-    """What Kueue's scheduler writes when it admits `workload` on one flavor."""
+def admission(
+    workload: dict[str, Any], flavor_name: str, updates: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """What Kueue's scheduler writes when it admits `workload` on one flavor; `updates`, the
+    pod set updates of an admission check that is Ready."""
+    checks = (
+        {"admissionChecks": [{"name": "provisioning", "state": "Ready", "message": "Provisioned",
+                              "lastTransitionTime": NOW, "podSetUpdates": updates}]}
+        if updates is not None
+        else {}
+    )  # fmt: skip
     return {
+        **checks,
         "admission": {
             "clusterQueue": "cluster-a",
             "podSetAssignments": [

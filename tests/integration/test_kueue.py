@@ -7,6 +7,8 @@ The order matters: the first test runs before the CRDs exist and installs them."
 
 from __future__ import annotations
 
+import json
+
 import kubernetes
 import pytest
 
@@ -58,9 +60,10 @@ def kueue_writes(custom, ns: str, name: str, status: dict) -> None:
     custom.patch_namespaced_custom_object_status(kueue.GROUP, VERSION, ns, "workloads", name, body)
 
 
-def admit(custom, ns: str, workload: dict, flavor: str) -> None:
+def admit(custom, ns: str, workload: dict, flavor: str, updates: list | None = None) -> None:
     """Kueue's scheduler admits the Workload on `flavor`, for every resource of every podSet."""
-    kueue_writes(custom, ns, workload["metadata"]["name"], kq.admission(workload, flavor))
+    status = kq.admission(workload, flavor, updates)
+    kueue_writes(custom, ns, workload["metadata"]["name"], status)
 
 
 def placed(job, name: str, flavor: str) -> bool:
@@ -131,9 +134,14 @@ def test_queued_admitted_evicted_readmitted_finished(
     assert job.pods(name) == []
     claim = core.read_namespaced_persistent_volume_claim("mnist-checkpoints", ns).metadata.uid
 
-    # Admitted on on-demand: the pods start there.
-    admit(custom, ns, workload, "on-demand")
+    # Admitted on on-demand, with an admission check's pod set update: the pods start there.
+    update = {"name": "worker", "labels": {"provisioned": "yes"}, "nodeSelector": {"zone": "z1"}}
+    admit(custom, ns, workload, "on-demand", [update])
     wait_for(lambda: placed(job, name, "on-demand"), CHILD_WAIT, "pods on on-demand")
+    worker = job.statefulsets(name)["mnist-worker"].spec.template
+    assert worker.spec.node_selector == {"pool": "on-demand", "zone": "z1"}
+    assert worker.metadata.labels["provisioned"] == "yes"
+    assert "zone" not in (job.statefulsets(name)["mnist-chief"].spec.template.spec.node_selector)
     pods = job.wait_pods(name, 3)
     kubelet.run_all(pods)
     job.wait_state(name, "Running")
@@ -224,3 +232,60 @@ def test_a_spec_edit_while_queued_replaces_the_workload(kueue_operator, job, cus
     assert {p["name"]: p["count"] for p in new["spec"]["podSets"]} == {"chief": 1, "worker": 3}
     wait_for(lambda: len(workloads(custom, ns)) == 1, CHILD_WAIT, "the stale Workload gone")
     assert {s.spec.replicas for s in job.statefulsets(name).values()} == {0}
+
+
+def test_an_older_kueue_that_serves_only_v1beta1(
+    kueue_crds, operator, control_plane, kubectl, job, custom, ns, tmp_path
+):
+    """Where Kueue serves only v1beta1, the Workload is written in it, with the priority as
+    v1beta1 names it."""
+    crd = json.loads(kubectl("get", "crd", "workloads.kueue.x-k8s.io", "-o", "json"))
+    names = [v["name"] for v in crd["spec"]["versions"]]
+
+    def serve(only: str | None) -> None:
+        ops = []
+        for i, version in enumerate(names):
+            keep = only is None or version == only
+            storage = version == (only or VERSION)
+            ops += [
+                {"op": "replace", "path": f"/spec/versions/{i}/served", "value": keep},
+                {"op": "replace", "path": f"/spec/versions/{i}/storage", "value": storage},
+            ]
+        kubectl("patch", "crd", "workloads.kueue.x-k8s.io", "--type=json", "-p", json.dumps(ops))
+
+    def served(version: str) -> bool:
+        try:
+            return any(
+                r.name == "workloads"
+                for r in custom.get_api_resources(kueue.GROUP, version).resources
+            )
+        except kubernetes.client.ApiException as e:
+            if e.status == 404:
+                return False
+            raise
+
+    priority_class = f"research-{ns}"
+    kubectl("create", "priorityclass", priority_class, "--value=1000")
+    serve("v1beta1")
+    try:
+        wait_for(lambda: not served(VERSION), CHILD_WAIT, "v1beta2 no longer served")
+        with stepped_aside(operator, control_plane.kubeconfig, tmp_path / "op.log", ["--kueue"]):
+            body = queued_job()
+            body["spec"]["runPolicy"] = {"schedulingPolicy": {"priorityClass": priority_class}}
+            name = job.create(body)
+            items = wait_for(
+                lambda: custom.list_namespaced_custom_object(
+                    kueue.GROUP, "v1beta1", ns, "workloads"
+                )["items"],
+                CHILD_WAIT,
+                "a v1beta1 Workload",
+            )
+            spec = items[0]["spec"]
+            assert spec["priorityClassName"] == priority_class
+            assert spec["priorityClassSource"] == "scheduling.k8s.io/priorityclass"
+            assert spec["priority"] == 1000
+            assert job.wait_condition(name, st.Cond.SUSPENDED)["reason"] == st.Reason.QUEUED
+    finally:
+        serve(None)
+        kubectl("delete", "priorityclass", priority_class)
+        wait_for(lambda: served(VERSION), CHILD_WAIT, "v1beta2 served again")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -36,23 +37,7 @@ def rbac_manifests(group: str = GROUP) -> str:
             "kind": "ServiceAccount",
             "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": labels},
         },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": {"name": NAME, "labels": labels},
-            "rules": rbac.rules(group),
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": NAME, "labels": labels},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": NAME,
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}],
-        },
+        *_cluster_role(NAME, rbac.rules(group)),
         # Leader election: the Lease lives in the operator's own namespace, and only there.
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -83,16 +68,15 @@ def rbac_manifests(group: str = GROUP) -> str:
     return HEADER + "---\n".join(_dump(d) for d in docs)
 
 
-def kueue_rbac() -> str:
-    """manifests/kueue/rbac.yaml: what --kueue adds to an install from manifests/."""
+def _cluster_role(name: str, rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A ClusterRole with `rules`, bound to the operator's ServiceAccount."""
     labels = {"app.kubernetes.io/name": NAME}
-    name = f"{NAME}-kueue"
-    docs = [
+    return [
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRole",
             "metadata": {"name": name, "labels": labels},
-            "rules": [*rbac.KUEUE_RULES, *rbac.KUEUE_CLUSTER_RULES],
+            "rules": rules,
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -106,6 +90,11 @@ def kueue_rbac() -> str:
             "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}],
         },
     ]
+
+
+def kueue_rbac() -> str:
+    """manifests/kueue/rbac.yaml: what --kueue adds to an install from manifests/."""
+    docs = _cluster_role(f"{NAME}-kueue", [*rbac.KUEUE_RULES, *rbac.KUEUE_CLUSTER_RULES])
     return HEADER + "---\n".join(_dump(d) for d in docs)
 
 
