@@ -53,6 +53,16 @@ def the_workload(custom, ns: str) -> dict:
     return wait_for(lambda: (workloads(custom, ns) or [None])[0], CHILD_WAIT, "the Workload")
 
 
+def workload_with(custom, ns: str, type_: str) -> dict:
+    """The Workload, once its condition `type_` holds."""
+
+    def check() -> dict | None:
+        wl = the_workload(custom, ns)
+        return wl if kq.condition(wl, type_).get("status") == "True" else None
+
+    return wait_for(check, CHILD_WAIT, f"the Workload's {type_}")
+
+
 def kueue_writes(custom, ns: str, name: str, status: dict) -> None:
     """Kueue's write of the Workload's status (`kq.status_write`)."""
     current = custom.get_namespaced_custom_object(kueue.GROUP, VERSION, ns, "workloads", name)
@@ -146,14 +156,7 @@ def test_queued_admitted_evicted_readmitted_finished(
     kubelet.run_all(pods)
     job.wait_state(name, "Running")
     assert job.condition(name, st.Cond.SUSPENDED)["reason"] == st.Reason.ADMITTED
-    ready = wait_for(
-        lambda: (
-            kq.condition(the_workload(custom, ns), "PodsReady").get("status") == "True"
-            and the_workload(custom, ns)
-        ),
-        CHILD_WAIT,
-        "PodsReady",
-    )
+    ready = workload_with(custom, ns, "PodsReady")
     assert kq.condition(ready, "PodsReady")["reason"] == "Started"
 
     # Preempted: the job stops, then the reservation is given back.
@@ -200,14 +203,7 @@ def test_queued_admitted_evicted_readmitted_finished(
     # Finished: the Workload says so, and its quota frees.
     kubelet.set("mnist-chief-0", state="terminated", exit_code=0)
     job.wait_state(name, "Succeeded")
-    finished = wait_for(
-        lambda: (
-            kq.condition(the_workload(custom, ns), "Finished").get("status") == "True"
-            and the_workload(custom, ns)
-        ),
-        CHILD_WAIT,
-        "Finished",
-    )
+    finished = workload_with(custom, ns, "Finished")
     assert kq.condition(finished, "Finished")["reason"] == "Succeeded"
     assert len(workloads(custom, ns)) == 1, "one Workload all along"
 
