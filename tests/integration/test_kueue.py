@@ -285,3 +285,18 @@ def test_an_older_kueue_that_serves_only_v1beta1(
         serve(None)
         kubectl("delete", "priorityclass", priority_class)
         wait_for(lambda: served(VERSION), CHILD_WAIT, "v1beta2 served again")
+
+
+def test_a_job_taken_out_of_its_queue_runs_and_keeps_no_workload(kueue_operator, job, custom, ns):
+    name = job.create(queued_job())
+    the_workload(custom, ns)
+    job.kubectl("label", job.resource, name, "-n", ns, f"{kueue.QUEUE_LABEL}-")
+    wait_for(lambda: workloads(custom, ns) == [], CHILD_WAIT, "the Workload deleted")
+    wait_for(
+        lambda: {s.spec.replicas for s in job.statefulsets(name).values()} == {1, 2},
+        CHILD_WAIT,
+        "the job started without Kueue",
+    )
+    assert "waiting" not in job.status(name) or not any(
+        w.startswith("Queued:") for w in job.status(name)["waiting"].values()
+    )

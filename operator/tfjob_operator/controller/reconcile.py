@@ -386,6 +386,8 @@ class Reconciler:
         conflict = None
         if decision.workload is not None and queue is not None:
             conflict = await self._apply_workload(key, queue.version, decision.workload)
+        elif queue is None and job.workloads:
+            await self._drop_workloads(key)
         job.failing = None
 
         if decision.delete_job:
@@ -443,6 +445,17 @@ class Reconciler:
             priority = kueue.Priority(group, pc, int(found.get("value", 0)))
         job.queue = kueue.QueueView(name, version, workload, flavors, priority)
         return job.queue
+
+    async def _drop_workloads(self, key: JobKey) -> None:
+        """A job that no longer waits in a queue (its label gone, its spec invalid) keeps no
+        Workload, so that no quota stays reserved for it."""
+        if self.kueue_version is None:
+            self.kueue_version = await asyncio.to_thread(self.kube.workload_version)
+        if self.kueue_version is None:
+            return
+        for name in list(self._job(key).workloads):
+            log.info("%s/%s: deleting Workload %s: the job waits in no queue", *key, name)
+            await asyncio.to_thread(self.kube.delete_workload, self.kueue_version, key[0], name)
 
     async def _cluster_read(self, group: str, version: str, plural: str, name: str) -> Any:
         """A cluster-scoped object, read at most once a CLUSTER_READ_SECONDS; None if absent."""
