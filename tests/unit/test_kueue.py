@@ -354,3 +354,27 @@ def test_a_job_without_a_queue_is_untouched_by_kueue():
     d = run.step()
     assert d.workload is None
     assert set(run.replicas("StatefulSet").values()) == {1, 2}
+
+
+def test_an_admitted_job_rolls_a_new_image_and_requeues_only_for_new_resources():
+    """A running job's Workload holds quota: a change admission did not decide on (an image, an
+    operator that renders pods anew) rolls the pods; more resources send it back to Kueue."""
+    run = Run(queued_job())
+    run.step(queue=view(run))
+    wl = admit(made(run))
+    run.step(*running("mnist", SPEC), queue=view(run, wl))
+    worker = run.body["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    worker["image"] = "trainer:2"
+    run.body["metadata"]["generation"] = 2
+    d = run.step(*running("mnist", SPEC), queue=view(run, wl))
+    assert d.workload.delete is None and d.workload.create is None
+    sets = {c["metadata"]["name"]: c for c in d.children if c["kind"] == "StatefulSet"}
+    assert sets["mnist-worker"]["spec"]["replicas"] == 2
+    assert sets["mnist-worker"]["spec"]["template"]["spec"]["containers"][0]["image"] == "trainer:2"
+
+    worker["resources"] = {"requests": {"cpu": 2}}
+    run.body["metadata"]["generation"] = 3
+    d = run.step(*running("mnist", SPEC), queue=view(run, wl))
+    assert d.workload.delete == wl["metadata"]["name"]
+    assert set(run.replicas("StatefulSet").values()) == {0}
+    assert st.find(run.status, st.Cond.SUSPENDED)["reason"] == st.Reason.QUEUED

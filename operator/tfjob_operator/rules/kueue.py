@@ -34,6 +34,19 @@ JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 # The queue of a job without the label under --kueue-manage-all (Kueue's LocalQueue defaulting).
 DEFAULT_QUEUE = "default"
 PODSETS_HASH = f"{TFJOB_GROUP}/podsets-hash"
+# ... and of what admission decides on (counts, requests, placement, priority): a Workload
+# that holds quota is replaced only when this changes, so that a new image, or an operator
+# upgrade that renders pods anew, rolls the pods instead of sending the job back to the queue.
+ADMISSION_HASH = f"{TFJOB_GROUP}/admission-hash"
+# The pod spec fields Kueue's admission reads.
+ADMISSION_FIELDS = (
+    "nodeSelector",
+    "tolerations",
+    "affinity",
+    "priorityClassName",
+    "runtimeClassName",
+    "overhead",
+)
 # Eviction reasons after which Kueue's job controllers mark the Workload Requeued=True.
 REQUEUED_REASONS = ("Preempted", "NodeFailures")
 # Reasons of the job's Suspended condition while Kueue holds it, and once it admits it.
@@ -153,6 +166,7 @@ class WorkloadObservation:
     uid: str
     resource_version: str
     podsets_hash: str
+    admission_hash: str = ""
     conditions: tuple[str, ...] = ()
     cluster_queue: str = ""
     # podSet name -> ((resource, flavor), ...), from status.admission
@@ -228,6 +242,7 @@ def observe_workload(body: Mapping[str, Any]) -> WorkloadObservation:
         uid=meta.get("uid", ""),
         resource_version=meta.get("resourceVersion", ""),
         podsets_hash=(meta.get("annotations") or {}).get(PODSETS_HASH, ""),
+        admission_hash=(meta.get("annotations") or {}).get(ADMISSION_HASH, ""),
         conditions=tuple(json.dumps(c, sort_keys=True) for c in status.get("conditions") or []),
         cluster_queue=admission.get("clusterQueue", ""),
         flavors=flavors,
@@ -302,7 +317,10 @@ def workload(
             "name": workload_name(job.name, job.uid),
             "namespace": job.namespace,
             "labels": labels,
-            "annotations": {PODSETS_HASH: podsets_hash(body)},
+            "annotations": {
+                PODSETS_HASH: podsets_hash(body),
+                ADMISSION_HASH: admission_hash(body),
+            },
             "ownerReferences": [job.owner_reference()],
         },
         "spec": body,
@@ -312,6 +330,38 @@ def workload(
 def podsets_hash(spec: Mapping[str, Any]) -> str:
     """What a change of makes the Workload stale: its whole spec as the operator writes it."""
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def admission_hash(spec: Mapping[str, Any]) -> str:
+    """A hash of what admission decides on: each podSet's count, its containers' resources and
+    the pod fields that choose a flavor, and the priority."""
+    what = {
+        "priority": [spec.get(k) for k in ("priority", "priorityClassRef", "priorityClassName")],
+        "queue": spec.get("queueName"),
+        "podSets": [
+            {
+                "name": p["name"],
+                "count": p["count"],
+                "resources": [
+                    (c.get("name"), c.get("resources"))
+                    for kind in ("initContainers", "containers")
+                    for c in p["template"]["spec"].get(kind) or []
+                ],
+                **{k: p["template"]["spec"].get(k) for k in ADMISSION_FIELDS},
+            }
+            for p in spec.get("podSets") or []
+        ],
+    }
+    return podsets_hash(what)
+
+
+def stale(observed: WorkloadObservation, wanted: Manifest) -> bool:
+    """Whether the job's Workload no longer describes it: any change while it waits; while it
+    holds quota, only a change of what admission decided on."""
+    notes: dict[str, str] = wanted["metadata"]["annotations"]
+    if observed.reserved:
+        return observed.admission_hash != notes[ADMISSION_HASH]
+    return observed.podsets_hash != notes[PODSETS_HASH]
 
 
 def placements(

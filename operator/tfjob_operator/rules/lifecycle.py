@@ -574,14 +574,10 @@ def _admission(
     if queue is None or wanted is None:
         return False, None
     wl = queue.workload
-    if wl is None or not wl.admitted or wl.podsets_hash != _hash(wanted):
+    if wl is None or not wl.admitted or kueue.stale(wl, wanted):
         return True, None
     places = kueue.placements(wl, queue.flavors)
     return places is None, places
-
-
-def _hash(workload: Manifest) -> str:
-    return str(workload["metadata"]["annotations"][kueue.PODSETS_HASH])
 
 
 def _workload_decision(
@@ -597,7 +593,7 @@ def _workload_decision(
     wl = queue.workload
     if wl is None:
         return kueue.WorkloadDecision(create=None if finished else wanted)
-    if wl.podsets_hash != _hash(wanted) and not finished:
+    if kueue.stale(wl, wanted) and not finished:
         return kueue.WorkloadDecision(create=wanted, delete=wl.name)
     verdict = None
     if finished:
