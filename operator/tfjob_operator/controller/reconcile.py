@@ -410,9 +410,7 @@ class Reconciler:
         if name is None or view.spec is None:
             job.queue = None
             return None
-        if self.kueue_version is None:
-            self.kueue_version = await asyncio.to_thread(self.kube.workload_version)
-        version = self.kueue_version
+        version = await self._kueue_version()
         if version is None:
             raise MissingAPI(
                 f"the TFJob waits in LocalQueue {name} (label {kueue.QUEUE_LABEL}), but Kueue "
@@ -432,12 +430,7 @@ class Reconciler:
         wanted = kueue.priority_class(meta.get("labels") or {}, view.spec)
         if wanted is not None:
             group, pc = wanted
-            plural = (
-                "priorityclasses" if group == "scheduling.k8s.io" else "workloadpriorityclasses"
-            )
-            found = await self._cluster_read(
-                group, "v1" if group == "scheduling.k8s.io" else version, plural, pc
-            )
+            found = await self._cluster_read(group, *kueue.priority_class_api(group, version), pc)
             if found is None:
                 raise MissingAPI(
                     f"the TFJob names priority class {pc} ({group}), which does not exist"
@@ -449,13 +442,19 @@ class Reconciler:
     async def _drop_workloads(self, key: JobKey) -> None:
         """A job that no longer waits in a queue (its label gone, its spec invalid) keeps no
         Workload, so that no quota stays reserved for it."""
-        if self.kueue_version is None:
-            self.kueue_version = await asyncio.to_thread(self.kube.workload_version)
-        if self.kueue_version is None:
+        version = await self._kueue_version()
+        if version is None:
             return
         for name in list(self._job(key).workloads):
             log.info("%s/%s: deleting Workload %s: the job waits in no queue", *key, name)
-            await asyncio.to_thread(self.kube.delete_workload, self.kueue_version, key[0], name)
+            await asyncio.to_thread(self.kube.delete_workload, version, key[0], name)
+
+    async def _kueue_version(self) -> str | None:
+        """The Workload API version served, asked once it is found; None without Kueue (asked
+        again next time: Kueue may be installed meanwhile)."""
+        if self.kueue_version is None:
+            self.kueue_version = await asyncio.to_thread(self.kube.workload_version)
+        return self.kueue_version
 
     async def _cluster_read(self, group: str, version: str, plural: str, name: str) -> Any:
         """A cluster-scoped object, read at most once a CLUSTER_READ_SECONDS; None if absent."""

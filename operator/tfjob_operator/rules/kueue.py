@@ -31,6 +31,7 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # Kueue's label for a WorkloadPriorityClass; it comes before the pods' PriorityClass.
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+POD_PRIORITY_GROUP = "scheduling.k8s.io"  # the pods' PriorityClasses
 # The queue of a job without the label under --kueue-manage-all (Kueue's LocalQueue defaulting).
 DEFAULT_QUEUE = "default"
 PODSETS_HASH = f"{TFJOB_GROUP}/podsets-hash"
@@ -75,13 +76,21 @@ def queue_name(labels: Mapping[str, str], queueing: Queueing | None) -> str | No
 class Priority:
     """The priority a Workload carries: the class it names and that class' value."""
 
-    group: str  # scheduling.k8s.io (a PriorityClass) or kueue.x-k8s.io (a WorkloadPriorityClass)
+    group: str  # POD_PRIORITY_GROUP (a PriorityClass) or GROUP (a WorkloadPriorityClass)
     name: str
     value: int
 
     @property
     def kind(self) -> str:
-        return "PriorityClass" if self.group == "scheduling.k8s.io" else "WorkloadPriorityClass"
+        return "PriorityClass" if self.group == POD_PRIORITY_GROUP else "WorkloadPriorityClass"
+
+
+def priority_class_api(group: str, kueue_version: str) -> tuple[str, str]:
+    """(version, plural) to read a priority class of `group` where Kueue serves
+    `kueue_version`."""
+    if group == POD_PRIORITY_GROUP:
+        return "v1", "priorityclasses"
+    return kueue_version, "workloadpriorityclasses"
 
 
 def priority_class(labels: Mapping[str, str], spec: TFJobSpec) -> tuple[str, str] | None:
@@ -92,11 +101,11 @@ def priority_class(labels: Mapping[str, str], spec: TFJobSpec) -> tuple[str, str
         return GROUP, labels[PRIORITY_LABEL]
     policy = spec.run_policy.scheduling_policy
     if policy is not None and policy.priority_class:
-        return "scheduling.k8s.io", policy.priority_class
+        return POD_PRIORITY_GROUP, policy.priority_class
     for rs in spec.replicas().values():
         name = (rs.template.get("spec") or {}).get("priorityClassName")
         if name:
-            return "scheduling.k8s.io", name
+            return POD_PRIORITY_GROUP, name
     return None
 
 
@@ -109,9 +118,6 @@ class Placement:
     tolerations: tuple[str, ...] = ()  # each as sorted JSON, so that the value is hashable
     labels: tuple[tuple[str, str], ...] = ()
     annotations: tuple[tuple[str, str], ...] = ()
-
-    def describe(self) -> str:
-        return ", ".join(f"{k}={v}" for k, v in self.node_selector) or "any node"
 
 
 def place(template: dict[str, Any], placement: Placement) -> None:
@@ -163,7 +169,6 @@ class WorkloadObservation:
     a status write sends the list back with ours changed."""
 
     name: str
-    uid: str
     resource_version: str
     podsets_hash: str
     admission_hash: str = ""
@@ -239,7 +244,6 @@ def observe_workload(body: Mapping[str, Any]) -> WorkloadObservation:
             )
     return WorkloadObservation(
         name=meta.get("name", ""),
-        uid=meta.get("uid", ""),
         resource_version=meta.get("resourceVersion", ""),
         podsets_hash=(meta.get("annotations") or {}).get(PODSETS_HASH, ""),
         admission_hash=(meta.get("annotations") or {}).get(ADMISSION_HASH, ""),
@@ -298,7 +302,7 @@ def workload(
             body["priorityClassName"] = priority.name
             body["priorityClassSource"] = (
                 "scheduling.k8s.io/priorityclass"
-                if priority.group == "scheduling.k8s.io"
+                if priority.group == POD_PRIORITY_GROUP
                 else "kueue.x-k8s.io/workloadpriorityclass"
             )
         else:
@@ -318,7 +322,7 @@ def workload(
             "namespace": job.namespace,
             "labels": labels,
             "annotations": {
-                PODSETS_HASH: podsets_hash(body),
+                PODSETS_HASH: _digest(body),
                 ADMISSION_HASH: admission_hash(body),
             },
             "ownerReferences": [job.owner_reference()],
@@ -327,9 +331,9 @@ def workload(
     }
 
 
-def podsets_hash(spec: Mapping[str, Any]) -> str:
-    """What a change of makes the Workload stale: its whole spec as the operator writes it."""
-    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+def _digest(obj: Any) -> str:
+    """A short hash of JSON-able data (PODSETS_HASH: the Workload's whole spec as written)."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def admission_hash(spec: Mapping[str, Any]) -> str:
@@ -352,7 +356,7 @@ def admission_hash(spec: Mapping[str, Any]) -> str:
             for p in spec.get("podSets") or []
         ],
     }
-    return podsets_hash(what)
+    return _digest(what)
 
 
 def stale(observed: WorkloadObservation, wanted: Manifest) -> bool:
@@ -414,19 +418,14 @@ class WorkloadDecision:
     status_patch: dict[str, Any] = field(default_factory=dict)
 
 
-def _condition(
-    type_: str, status: bool, reason: str, message: str, now: str, generation: int | None = None
-) -> dict[str, Any]:
-    c: dict[str, Any] = {
+def _condition(type_: str, status: bool, reason: str, message: str, now: str) -> dict[str, Any]:
+    return {
         "type": type_,
         "status": "True" if status else "False",
         "reason": reason,
         "message": message[:MESSAGE_LIMIT],
         "lastTransitionTime": now,
     }
-    if generation is not None:
-        c["observedGeneration"] = generation
-    return c
 
 
 def _set(conditions: list[dict[str, Any]], new: dict[str, Any]) -> bool:
@@ -464,7 +463,7 @@ def workload_status(
     - admitted: PodsReady follows the pods (Kueue's waitForPodsReady reads it);
     - finished (succeeded?, message): Finished True, so that the quota frees at once.
     """
-    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = st.timestamp(now)
     conditions = [json.loads(c) for c in observed.conditions]
     patch: dict[str, Any] = {}
     changed = False

@@ -462,18 +462,15 @@ def _decide_valid(
             )
         else:
             if st.is_true(status, st.Cond.SUSPENDED):
-                admitted = queue is not None and queue.workload is not None and places is not None
+                # `places` is set only for a job whose Workload is admitted.
+                wl = queue.workload if queue is not None and places is not None else None
                 st.set_condition(
                     status,
                     st.Cond.SUSPENDED,
                     False,
-                    kueue.ADMITTED if admitted else st.Reason.RESUMED,
+                    kueue.ADMITTED if wl is not None else st.Reason.RESUMED,
                     f"TFJob {name} is "
-                    + (
-                        kueue.admitted_message(queue.workload)
-                        if admitted and queue is not None and queue.workload is not None
-                        else "resumed"
-                    )
+                    + (kueue.admitted_message(wl) if wl is not None else "resumed")
                     + ".",
                     now,
                 )
