@@ -65,6 +65,13 @@ def wait_ended(
     return wait_for(ended, timeout, f"{name} {want}", interval=0.5)
 
 
+def established(cluster: Cluster, crd: str) -> bool:
+    """Whether the CRD is Established (not `kubectl wait`: it fails on a CRD whose status has
+    no conditions yet)."""
+    conditions = (cluster.get("crd", crd).get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+
 def pod(cluster: Cluster, name: str, namespace: str) -> dict[str, Any]:
     return cluster.get("pod", name, "-n", namespace)
 

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.node.helpers import FAST, POD_WAIT, TRAIN_WAIT
+from tests.node.helpers import FAST, POD_WAIT, TRAIN_WAIT, established
 from tfjob_operator.api.spec import KUBEFLOW_GROUP, PLURAL, VERSION
 from tfjob_operator.rules import kubeflow as kf
 from tfjob_testbed import kubeflow_sdk
@@ -71,7 +71,7 @@ def kubeflow_operator(cluster: Cluster) -> Iterator[str]:
             "wait", "--for=condition=Available", "deployment", "--all", "-n", RELEASE_NAMESPACE,
             "--timeout=120s",
         )  # fmt: skip
-        wait_for(lambda: _established(cluster), 60, f"CRD {CRD} established")
+        wait_for(lambda: established(cluster, CRD), 60, f"CRD {CRD} established")
         yield RELEASE_NAMESPACE
     finally:
         with contextlib.suppress(NodeError):  # an install that failed may have left nothing
@@ -89,11 +89,6 @@ def kubeflow_operator(cluster: Cluster) -> Iterator[str]:
                 60,
                 f"{CRD} gone from kubectl's discovery",
             )
-
-
-def _established(cluster: Cluster) -> bool:
-    conds = (cluster.get("crd", CRD).get("status") or {}).get("conditions") or []
-    return any(c["type"] == "Established" and c["status"] == "True" for c in conds)
 
 
 # ---- reading a kubeflow.org job and its children through kubectl -----------------------------

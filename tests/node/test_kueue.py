@@ -19,6 +19,7 @@ from tests.node.helpers import (
     SAVED,
     STEP,
     assert_scaled_down,
+    established,
     fast_job,
     follow,
     newest_step,
@@ -59,8 +60,7 @@ def flavors(cluster: Cluster) -> Iterator[dict[str, dict[str, Any]]]:
     )
     assert made.returncode == 0 or "AlreadyExists" in made.stderr, made.stderr
     try:
-        # Not `kubectl wait`: it fails on a CRD whose status has no conditions yet.
-        wait_for(lambda: all(_established(cluster, c) for c in kq.CRD_NAMES), 60, "CRDs")
+        wait_for(lambda: all(established(cluster, c) for c in kq.CRD_NAMES), 60, "CRDs")
         for name, spec in specs.items():
             cluster.kubectl("apply", "-f", "-", input=json.dumps(kq.flavor(name, spec)))
         _helm_kueue(cluster, True)
@@ -68,11 +68,6 @@ def flavors(cluster: Cluster) -> Iterator[dict[str, dict[str, Any]]]:
     finally:
         _helm_kueue(cluster, False)
         cluster.kubectl("delete", "crd", *kq.CRD_NAMES, "--timeout=120s", check=False)
-
-
-def _established(cluster: Cluster, crd: str) -> bool:
-    conditions = (cluster.get("crd", crd).get("status") or {}).get("conditions") or []
-    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
 
 def workload(cluster: Cluster, namespace: str) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from tests.unit.test_lifecycle import Run, running
 from tfjob_operator.rules import kueue
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.children import JobRef
+from tfjob_testbed import kueue as kq
 from tfjob_testbed.jobs import pod, tfjob
 
 SPEC = {"Chief": 1, "PS": 1, "Worker": 2}
@@ -42,22 +43,12 @@ def made(run):
     return json.loads(json.dumps(run.last.workload.create))
 
 
-def cond(type_, status, reason="R", message=""):
-    return {
-        "type": type_,
-        "status": status,
-        "reason": reason,
-        "message": message,
-        "lastTransitionTime": "2026-01-01T12:00:00Z",
-    }
-
-
 def admit(wl, flavor="a100", updates=None, rv="2"):
     """Kueue's scheduler admits `wl` on `flavor` (and its admission checks are Ready)."""
     wl = json.loads(json.dumps(wl))
     wl["metadata"]["resourceVersion"] = rv
     wl["status"] = {
-        "conditions": [cond("QuotaReserved", "True"), cond("Admitted", "True")],
+        "conditions": [kq.cond("QuotaReserved", True, "R"), kq.cond("Admitted", True, "R")],
         "admission": {
             "clusterQueue": "cq",
             "podSetAssignments": [
@@ -75,7 +66,7 @@ def admit(wl, flavor="a100", updates=None, rv="2"):
 def evict(wl, reason="Preempted"):
     wl = json.loads(json.dumps(wl))
     wl["metadata"]["resourceVersion"] = "3"
-    wl["status"]["conditions"].append(cond("Evicted", "True", reason, "Preempted to fit cq-b"))
+    wl["status"]["conditions"].append(kq.cond("Evicted", True, reason, "Preempted to fit cq-b"))
     return wl
 
 
@@ -124,7 +115,7 @@ def test_kueues_word_is_in_the_waiting_message():
     wl = made(run)
     wl["status"] = {
         "conditions": [
-            cond("QuotaReserved", "False", "Pending", "insufficient quota for cpu in flavor a100")
+            kq.cond("QuotaReserved", False, "Pending", "insufficient quota for cpu in flavor a100")
         ]
     }
     run.step(queue=view(run, wl))
@@ -217,7 +208,7 @@ def test_an_unread_flavor_or_a_pending_check_holds_the_job():
     run.step(queue=view(run, admit(created), flavors={}))
     assert set(run.replicas("StatefulSet").values()) == {0}
     wl = admit(created)
-    wl["status"]["conditions"][1] = cond("Admitted", "False", "UnsatisfiedAdmissionChecks")
+    wl["status"]["conditions"][1] = kq.cond("Admitted", False, "UnsatisfiedAdmissionChecks")
     wl["status"]["admissionChecks"] = [{"name": "prov", "state": "Pending", "message": ""}]
     run.step(queue=view(run, wl))
     assert set(run.replicas("StatefulSet").values()) == {0}
