@@ -37,7 +37,7 @@ demo: venv
 
 setup: venv
 	bash testbed/tfjob_testbed/host-packages.sh
-	$(PY) -m tfjob_testbed.controlplane build
+	$(PY) -m tfjob_testbed.gobuild
 	$(PY) -m tfjob_testbed.tools
 
 lint: venv
@@ -49,8 +49,10 @@ lint: venv
 unit: venv
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
+# Everything on the newest Kubernetes release, then the API-server tests on the oldest claimed.
 test: setup lint
 	$(PY) -m pytest $(PYTEST_ARGS)
+	TFJOB_KUBERNETES=oldest $(PY) -m pytest tests/integration $(PYTEST_ARGS)
 
 generate: venv
 	$(PY) -m tfjob_operator.render

@@ -1,4 +1,4 @@
-"""A real Kubernetes 1.20 control plane for integration tests, without Docker or a cluster.
+"""A real Kubernetes control plane for integration tests, without Docker or a cluster.
 
 etcd, kube-apiserver and kube-controller-manager run as local processes on
 127.0.0.1, with free ports picked at start.  The controller-manager makes
@@ -7,7 +7,6 @@ collection works; there is no kubelet, so Pods stay Pending.
 
 Usage from the repo root::
 
-    python -m tfjob_testbed.controlplane build [--force]
     python -m tfjob_testbed.controlplane up [--workdir DIR]
 """
 
@@ -19,7 +18,6 @@ import contextlib
 import ctypes
 import json
 import os
-import re
 import secrets
 import shutil
 import signal
@@ -37,12 +35,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from tfjob_testbed.paths import cache_dir
+from tfjob_testbed.gobuild import ETCD, KUBERNETES, KUBERNETES_OLDEST, Program, ensure
 from tfjob_testbed.procs import free_port, free_ports, terminate
 
-KUBERNETES_VERSION = "v1.20.2"
-BUILD_SCRIPT = Path(__file__).with_name("build-control-plane.sh")
-DEBIAN_ETCD = Path("/usr/bin/etcd")
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 LOG_TAIL_LINES = 40
@@ -95,30 +90,19 @@ class Binaries:
     kube_controller_manager: Path
 
 
-def built_bin_dir() -> Path:
-    """Directory that build-control-plane.sh installs into."""
-    return cache_dir() / f"kubernetes-{KUBERNETES_VERSION}" / "bin"
+def kubernetes() -> Program:
+    """The release the bed runs: the newest, or with TFJOB_KUBERNETES=oldest the oldest one the
+    project claims (kube-apiserver and kube-controller-manager only: no node)."""
+    choice = os.environ.get("TFJOB_KUBERNETES", "newest")
+    if choice not in ("newest", "oldest"):
+        raise ControlPlaneError(f"TFJOB_KUBERNETES={choice!r}: expected newest or oldest")
+    return KUBERNETES_OLDEST if choice == "oldest" else KUBERNETES
 
 
-def build(force: bool = False) -> None:
-    """Run build-control-plane.sh; it returns at once when the cache is current."""
-    cmd = ["bash", str(BUILD_SCRIPT)] + (["--force"] if force else [])
-    env = dict(os.environ, TFJOB_CACHE=str(cache_dir()))
-    subprocess.run(cmd, check=True, env=env)
-
-
-def _cached_binaries() -> Binaries:
-    bin_dir = built_bin_dir()
-    return Binaries(
-        etcd=DEBIAN_ETCD,
-        kube_apiserver=bin_dir / "kube-apiserver",
-        kube_controller_manager=bin_dir / "kube-controller-manager",
-    )
-
-
-def _built_binaries() -> Binaries:
-    build()
-    return _cached_binaries()
+def node_binary(name: str) -> Path:
+    """A node's program of the newest release (kubelet, kube-proxy, kube-scheduler), built."""
+    ensure(KUBERNETES)
+    return KUBERNETES.path(name)
 
 
 def ensure_binaries() -> Binaries:
@@ -127,31 +111,29 @@ def ensure_binaries() -> Binaries:
     $KUBEBUILDER_ASSETS (as used by controller-runtime's envtest) wins when set;
     such asset dirs usually lack kube-controller-manager, which is then built.
     """
+    release = kubernetes()
     assets = os.environ.get("KUBEBUILDER_ASSETS")
     if not assets:
-        return _built_binaries()
+        ensure(ETCD)
+        ensure(release)
+        return Binaries(
+            etcd=ETCD.path("etcd"),
+            kube_apiserver=release.path("kube-apiserver"),
+            kube_controller_manager=release.path("kube-controller-manager"),
+        )
     asset_dir = Path(assets)
     for name in ("etcd", "kube-apiserver"):
         if not os.access(asset_dir / name, os.X_OK):
             raise FileNotFoundError(f"KUBEBUILDER_ASSETS={assets} has no executable {name}")
     kcm = asset_dir / "kube-controller-manager"
     if not os.access(kcm, os.X_OK):
-        kcm = _built_binaries().kube_controller_manager
+        ensure(release)
+        kcm = release.path("kube-controller-manager")
     return Binaries(
         etcd=asset_dir / "etcd",
         kube_apiserver=asset_dir / "kube-apiserver",
         kube_controller_manager=kcm,
     )
-
-
-def _minor_version(binary: Path) -> int:
-    """Minor version from ``--version`` ("Kubernetes v1.20.2"), to adapt flags for
-    other releases passed in through $KUBEBUILDER_ASSETS."""
-    out = subprocess.run([str(binary), "--version"], capture_output=True, text=True).stdout
-    match = re.search(r"v1\.(\d+)", out)
-    if not match:
-        raise ControlPlaneError(f"cannot tell the version of {binary}: {out!r}")
-    return int(match.group(1))
 
 
 class ControlPlaneError(RuntimeError):
@@ -364,9 +346,6 @@ class ControlPlane:
     def _start(self, deadline: float) -> None:
         binaries = self.binaries or ensure_binaries()
         self.binaries = binaries
-        # 1.24 removed the insecure ports and stopped creating SA token secrets.
-        legacy = _minor_version(binaries.kube_apiserver) < 24
-        kcm_legacy = _minor_version(binaries.kube_controller_manager) < 24
         self.workdir.mkdir(parents=True, exist_ok=True)
         for sub in ("etcd-data", "pki", "flexvolume"):
             shutil.rmtree(self.workdir / sub, ignore_errors=True)
@@ -424,7 +403,6 @@ class ControlPlane:
                 f"--advertise-address={self.address}",
                 f"--bind-address={self.address}",
                 f"--secure-port={api_port}",
-                *(["--insecure-port=0"] if legacy else []),
                 "--allow-privileged=true",
                 f"--requestheader-client-ca-file={pki['front-proxy-ca'][0]}",
                 "--requestheader-allowed-names=front-proxy-client",
@@ -456,7 +434,6 @@ class ControlPlane:
                 f"--cluster-signing-key-file={pki['ca'][1]}",
                 "--use-service-account-credentials=false",
                 "--leader-elect=false",
-                *(["--port=0"] if kcm_legacy else []),
                 "--secure-port=0",
                 f"--flex-volume-plugin-dir={self.workdir / 'flexvolume'}",
                 "--controllers=*",
@@ -469,19 +446,20 @@ class ControlPlane:
             self._spawn(
                 "kube-scheduler",
                 [
-                    str(built_bin_dir() / "kube-scheduler"),
+                    str(node_binary("kube-scheduler")),
                     f"--kubeconfig={kcm_kubeconfig}",
                     "--leader-elect=false",
-                    "--port=0",
                     "--secure-port=0",
                 ],
             )
-        # Pod admission before 1.24 needs the SA's token secret: wait for that, not just the SA.
+        # Pod admission needs the namespace's default ServiceAccount.
         self._wait(
             deadline,
             kcm,
-            "ServiceAccount default/default" + (" with a token" if legacy else ""),
-            lambda: self._default_sa_ready(need_token=legacy),
+            "ServiceAccount default/default",
+            lambda: isinstance(
+                self._get("/api/v1/namespaces/default/serviceaccounts/default"), dict
+            ),
         )
 
     def _node_apiserver_args(self, pki: dict[str, tuple[Path, Path]]) -> list[str]:
@@ -659,10 +637,6 @@ class ControlPlane:
         except ValueError:
             return body.decode(errors="replace")
 
-    def _default_sa_ready(self, need_token: bool) -> bool:
-        sa = self._get("/api/v1/namespaces/default/serviceaccounts/default")
-        return isinstance(sa, dict) and (bool(sa.get("secrets")) or not need_token)
-
     # -- shutdown ---------------------------------------------------------------
 
     @staticmethod
@@ -690,20 +664,12 @@ def running_control_plane(
 def _main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tfjob_testbed.controlplane",
-        description="Kubernetes 1.20 control plane for tests",
+        description="Kubernetes control plane for tests",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    build_cmd = sub.add_parser("build", help="build or check the cached control-plane binaries")
-    build_cmd.add_argument("--force", action="store_true", help="rebuild even if cached")
     up = sub.add_parser("up", help="start a control plane and wait until Ctrl-C")
     up.add_argument("--workdir", type=Path, help="state and logs (default: a temporary directory)")
     args = parser.parse_args(argv)
-
-    if args.command == "build":
-        if args.force:
-            build(force=True)
-        print(ensure_binaries())  # honours $KUBEBUILDER_ASSETS
-        return 0
 
     # Ctrl-C and SIGTERM both stop the plane cleanly, even where a shell started this
     # process with SIGINT ignored (background jobs).

@@ -2,16 +2,17 @@
 # Install the Debian packages the real-node test bed needs, only those missing.
 # Idempotent: with everything present it touches neither apt nor the network.
 #
-#   containerd, runc                 the container runtime kubelet talks CRI to
+#   runc                             the OCI runtime under containerd (built from its Go module)
 #   containernetworking-plugins      the CNI bridge and host-local IPAM (/usr/lib/cni)
 #   dnsmasq-base                     cluster DNS, fed from Services and Endpoints
 #   iptables, conntrack              kube-proxy (iptables mode)
 #   debootstrap, podman              the stand-in base image and the image builds
 #   gcc, libc6-dev                   the static pause binary for the sandbox image
+#   openssl                          the control plane's certificates
 set -euo pipefail
 
-PACKAGES=(containerd runc containernetworking-plugins dnsmasq-base iptables conntrack
-    debootstrap podman gcc libc6-dev)
+PACKAGES=(runc containernetworking-plugins dnsmasq-base iptables conntrack
+    debootstrap podman gcc libc6-dev openssl)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

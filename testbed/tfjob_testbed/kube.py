@@ -3,7 +3,6 @@ and playing the kubelet (there is none) by writing pod status."""
 
 from __future__ import annotations
 
-import base64
 import json
 import subprocess
 import time
@@ -100,16 +99,10 @@ class Kubelet:
 def service_account_kubeconfig(
     kubectl: Kubectl, admin: Path, namespace: str, account: str, path: Path
 ) -> Path:
-    """A kubeconfig that authenticates as a ServiceAccount, with its token Secret (1.20 makes
-    one per account), against the cluster of the `admin` kubeconfig."""
-    secret = wait_for(
-        lambda: (kubectl.get_json("sa", account, "-n", namespace).get("secrets") or [{}])[0].get(
-            "name"
-        ),
-        60,
-        f"the token Secret of {namespace}/{account}",
-    )
-    token = base64.b64decode(kubectl.get_json("secret", secret, "-n", namespace)["data"]["token"])
+    """A kubeconfig that authenticates as a ServiceAccount, with a token from the TokenRequest
+    API (as `kubectl create token` makes one), against the cluster of the `admin` kubeconfig."""
+    token = kubectl.run("create", "token", account, "-n", namespace, "--duration=24h").stdout
+    token = token.strip()
     cluster = json.loads(admin.read_text())["clusters"][0]["cluster"]
     path.write_text(
         json.dumps(
@@ -117,7 +110,7 @@ def service_account_kubeconfig(
                 "apiVersion": "v1",
                 "kind": "Config",
                 "clusters": [{"name": "plane", "cluster": cluster}],
-                "users": [{"name": account, "user": {"token": token.decode()}}],
+                "users": [{"name": account, "user": {"token": token}}],
                 "contexts": [{"name": account, "context": {"cluster": "plane", "user": account}}],
                 "current-context": account,
             }

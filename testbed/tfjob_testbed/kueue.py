@@ -1,48 +1,25 @@
-"""Kueue's part in the tests: its own CRDs, installed on the test bed's Kubernetes 1.20, and
-the Workload status writes of its scheduler and Workload controller."""
+"""Kueue's part in the tests: its own CRDs, unchanged from the Go module of the Kueue release
+in `testbed/go/kueue`, and the Workload status writes of its scheduler and Workload
+controller."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import yaml
+from tfjob_testbed.gobuild import KUEUE, module_source
 
-from tfjob_testbed.paths import ROOT
-
-CRDS = ROOT / "tests" / "data" / "kueue" / "crds.yaml"
 CRD_NAMES = ("workloads.kueue.x-k8s.io", "resourceflavors.kueue.x-k8s.io")
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
 NOW = "2026-01-01T00:00:00Z"
 
 
-def _for_1_20(node: Any) -> Any:
-    """What Kubernetes 1.20 refuses, left out: CEL rules and selectableFields (1.25+), and
-    empty-string defaults (1.20 reads them as null); a list-map key that lost its default is
-    required instead."""
-    if isinstance(node, dict):
-        node = {
-            k: _for_1_20(v)
-            for k, v in node.items()
-            if k not in ("x-kubernetes-validations", "selectableFields")
-            and not (k == "default" and v == "")
-        }
-        keys = node.get("x-kubernetes-list-map-keys")
-        if keys and isinstance(node.get("items"), dict):
-            items = node["items"]
-            items["required"] = sorted(set(items.get("required") or []) | set(keys))
-        return node
-    if isinstance(node, list):
-        return [_for_1_20(v) for v in node]
-    return node
-
-
 def crd_documents() -> str:
-    """Kueue's Workload and ResourceFlavor CRDs as the test bed takes them, for `kubectl
+    """Kueue's Workload and ResourceFlavor CRDs as its release ships them, for `kubectl
     create -f -` (not apply: the Workload CRD is too large for kubectl's last-applied
     annotation)."""
-    docs = [_for_1_20(d) for d in yaml.safe_load_all(CRDS.read_text()) if d]
-    return "\n---\n".join(json.dumps(d) for d in docs)
+    bases = module_source(KUEUE, "config/components/crd/bases")
+    files = [bases / f"{name.split('.', 1)[1]}_{name.split('.', 1)[0]}.yaml" for name in CRD_NAMES]
+    return "\n---\n".join(f.read_text() for f in files)
 
 
 def flavor(name: str, spec: dict[str, Any]) -> dict[str, Any]:

@@ -40,10 +40,10 @@ from typing import TYPE_CHECKING, Any
 from tfjob_testbed.controlplane import (
     SERVICE_CLUSTER_IP_RANGE,
     ControlPlane,
-    build,
-    built_bin_dir,
     log_tail,
+    node_binary,
 )
+from tfjob_testbed.gobuild import CONTAINERD, KUBERNETES, ensure, module_source
 from tfjob_testbed.paths import cache_dir
 from tfjob_testbed.procs import alive, terminate
 from tfjob_testbed.tools import ensure_tools
@@ -63,7 +63,7 @@ CLUSTER_DOMAIN = "cluster.local"
 SHARED_STORAGE_CLASS = "shared"  # ReadWriteMany volumes every node sees (the default: `standard`)
 NETNS_DIR = "/run/netns"
 GPUS = 2  # nvidia.com/gpu capacity the node advertises: the GPU examples schedule, on CPU
-PAUSE_IMAGE = "localhost/tfjob-pause:3.4.1"
+PAUSE_IMAGE = "localhost/tfjob-pause:3.10.2"
 # Kernel settings something in the bed may change: kubelet (its kernel tunables), kube-proxy
 # (route_localnet) and the CNI bridge plugin (ip_forward). Saved before, restored after.
 SYSCTLS = (
@@ -80,7 +80,7 @@ SYSCTLS = (
 # ones are the CNI plugin's and kube-proxy's while pods run (pod traffic stalls if ip_forward goes
 # back mid-run), and only teardown restores them.
 KUBELET_SYSCTLS = tuple(k for k in SYSCTLS if not k.startswith("net."))
-# Paths kubelet 1.20 and containerd 1.6 write whatever their configured roots are.
+# Paths kubelet and containerd write whatever their configured roots are.
 FIXED_PATHS = (
     "/var/lib/kubelet",
     "/var/log/pods",
@@ -113,6 +113,22 @@ NODE_LEASE_DURATION_SECONDS = 20
 
 class NodeError(RuntimeError):
     """The node could not be brought up; the message says which part and shows its log."""
+
+
+def containerd_binary(name: str) -> Path:
+    """containerd, its runc shim or ctr, built from containerd's Go module."""
+    ensure(CONTAINERD)
+    return CONTAINERD.path(name)
+
+
+def containerd_env() -> dict[str, str]:
+    """containerd finds its shim on PATH: the built one first."""
+    return dict(os.environ, PATH=f"{CONTAINERD.bin_dir()}:{os.environ.get('PATH', '')}")
+
+
+def kubernetes_source(path: str) -> Path:
+    """A file of the Kubernetes release the bed runs, from its Go module."""
+    return module_source(KUBERNETES, path)
 
 
 def state_dir() -> Path:
@@ -200,7 +216,8 @@ def cni_conflist(bridge: str, subnet: str, gateway: str, ipam_dir: Path) -> dict
 
 def containerd_config(root: Path, state: Path, socket: Path, cni_conf_dir: Path) -> str:
     """containerd's config.toml: images in `root` (the cache), everything else in `state`."""
-    return f"""version = 2
+    runtime = '[plugins."io.containerd.cri.v1.runtime"'
+    return f"""version = 3
 root = "{root}"
 state = "{state}/state"
 oom_score = 0
@@ -212,24 +229,29 @@ oom_score = 0
   address = ""
 [plugins."io.containerd.internal.v1.opt"]
   path = "{state}/opt"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "{PAUSE_IMAGE}"
+# NRI's socket is a fixed path that two nodes on one host would share; no NRI plugin runs here.
+[plugins."io.containerd.nri.v1.nri"]
+  disable = true
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = "{PAUSE_IMAGE}"
+{runtime}]
   enable_selinux = false
   # root here lacks CAP_SYS_RESOURCE: kubelet's negative oom_score_adj would fail every sandbox
   restrict_oom_score_adj = true
   disable_apparmor = true
   disable_hugetlb_controller = true
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
+  {runtime}.containerd]
     default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    {runtime}.containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+      {runtime}.containerd.runtimes.runc.options]
         BinaryName = "/usr/sbin/runc"
         SystemdCgroup = false
         Root = "{state}/runc"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
+  {runtime}.cni]
+    bin_dirs = ["/usr/lib/cni"]
     conf_dir = "{cni_conf_dir}"
     max_conf_num = 1
 """
@@ -254,6 +276,8 @@ def kubelet_config(
         },
         "authorization": {"mode": "AlwaysAllow"},
         "cgroupDriver": "cgroupfs",
+        # These hosts run cgroup v1, which kubelet refuses from 1.35 on unless told otherwise.
+        "failCgroupV1": False,
         "failSwapOn": False,
         "clusterDomain": CLUSTER_DOMAIN,
         "clusterDNS": [NODE_IP],  # dnsmasq on node 1's bridge, routed to from every node
@@ -280,10 +304,47 @@ def kubelet_config(
     return config
 
 
+def kubelet_argv(
+    directory: Path, kubeconfig: Path, socket: Path, name: str, address: str
+) -> list[str]:
+    """A node's kubelet: its config in `directory`, its containerd at `socket`."""
+    return [
+        str(node_binary("kubelet")),
+        f"--config={directory / 'config.yaml'}",
+        f"--kubeconfig={kubeconfig}",
+        f"--container-runtime-endpoint=unix://{socket}",
+        f"--root-dir={directory / 'root'}",
+        f"--cert-dir={directory / 'pki'}",
+        f"--hostname-override={name}",
+        f"--node-ip={address}",
+        "--v=2",  # for the line that says the kernel tunables are set
+    ]
+
+
+def kube_proxy_argv(kubeconfig: Path, name: str, address: str) -> list[str]:
+    """A node's kube-proxy in iptables mode, serving its health and metrics on loopback."""
+    return [
+        str(node_binary("kube-proxy")),
+        f"--kubeconfig={kubeconfig}",
+        "--proxy-mode=iptables",
+        f"--hostname-override={name}",
+        f"--cluster-cidr={CLUSTER_CIDR}",
+        f"--bind-address={address}",
+        f"--nodeport-addresses={address}/32",
+        "--healthz-bind-address=127.0.0.1:10256",
+        "--metrics-bind-address=127.0.0.1:10249",
+        # Leave the host's conntrack settings alone.
+        "--conntrack-max-per-core=0",
+        "--conntrack-tcp-timeout-established=0",
+        "--conntrack-tcp-timeout-close-wait=0",
+        "--v=1",
+    ]
+
+
 def ctr(socket: Path, *args: str, check: bool = True, timeout: float = 600):
     """`ctr` against the containerd at `socket`, in Kubernetes' namespace."""
-    return _run("ctr", "--address", str(socket), "-n", "k8s.io", *args, check=check,
-                timeout=timeout)  # fmt: skip
+    argv = [str(containerd_binary("ctr")), "--address", str(socket), "-n", "k8s.io", *args]
+    return _run(*argv, check=check, timeout=timeout)
 
 
 def import_images(socket: Path, store: Path, archives: list[Path]) -> None:
@@ -306,23 +367,16 @@ def pause_archive(directory: Path) -> Path:
     """The sandbox image, as a docker archive: Kubernetes' own pause.c, built static.
 
     No registry is reachable, so the image containerd puts every pod's network namespace in
-    is made here from the source package the control plane is built from.
+    is made here from the Go module the control plane is built from.
     """
     out = directory / "pause.tar"
     if out.exists():
         return out
     directory.mkdir(parents=True, exist_ok=True)
-    debsrc = cache_dir() / "kubernetes-v1.20.2" / "debsrc"
-    orig = next(debsrc.glob("kubernetes_*.orig.tar.gz"), None)
-    if orig is None:
-        raise NodeError(f"no Kubernetes source tarball in {debsrc}: run make setup")
-    with tarfile.open(orig) as tar:
-        member = next(m for m in tar.getmembers() if m.name.endswith("build/pause/linux/pause.c"))
-        source = tar.extractfile(member)
-        assert source is not None
-        (directory / "pause.c").write_bytes(source.read())
+    source = kubernetes_source("build/pause/linux/pause.c")
+    (directory / "pause.c").write_bytes(source.read_bytes())
     binary = directory / "pause"
-    _run("gcc", "-Os", "-static", "-DVERSION=v3.4.1-tfjob", "-o", str(binary),
+    _run("gcc", "-Os", "-static", "-DVERSION=v3.10.2-tfjob", "-o", str(binary),
          str(directory / "pause.c"))  # fmt: skip
     _run("strip", str(binary))
     layer = io.BytesIO()
@@ -391,7 +445,7 @@ class Node:
         started = time.monotonic()
         deadline = started + timeout
         _run("bash", str(HOST_PACKAGES), timeout=900)
-        build()
+        ensure(CONTAINERD)
         self.dir.mkdir(parents=True, exist_ok=True)
         self._record_host()
         try:
@@ -454,7 +508,11 @@ class Node:
         self.store.mkdir(parents=True, exist_ok=True)
         config = containerd_config(self.store / "root", d, self.socket, self.dir / "cni" / "net.d")
         (d / "config.toml").write_text(config)
-        self.plane.spawn("containerd", ["/usr/bin/containerd", "--config", str(d / "config.toml")])
+        self.plane.spawn(
+            "containerd",
+            [str(containerd_binary("containerd")), "--config", str(d / "config.toml")],
+            env=containerd_env(),
+        )
         self._until(
             time.monotonic() + 30,
             "containerd",
@@ -483,19 +541,7 @@ class Node:
         env = dict(os.environ, AWS_EC2_METADATA_DISABLED="true")  # no cloud metadata probe
         self.plane.spawn(
             "kubelet",
-            [
-                str(built_bin_dir() / "kubelet"),
-                f"--config={d / 'config.yaml'}",
-                f"--kubeconfig={self.kubeconfig}",
-                "--container-runtime=remote",
-                f"--container-runtime-endpoint=unix://{self.socket}",
-                f"--root-dir={d / 'root'}",
-                f"--cert-dir={d / 'pki'}",
-                f"--hostname-override={NODE_NAME}",
-                f"--node-ip={NODE_IP}",
-                f"--pod-infra-container-image={PAUSE_IMAGE}",
-                "--v=2",  # for the line that says the kernel tunables are set
-            ],
+            kubelet_argv(d, self.kubeconfig, self.socket, NODE_NAME, NODE_IP),
             env=env,
         )
         log = self.plane.workdir / "kubelet.log"
@@ -531,25 +577,7 @@ class Node:
 
     def _kube_proxy(self, deadline: float) -> None:
         before = set(self._host()["chains"])
-        self.plane.spawn(
-            "kube-proxy",
-            [
-                str(built_bin_dir() / "kube-proxy"),
-                f"--kubeconfig={self.kubeconfig}",
-                "--proxy-mode=iptables",
-                f"--hostname-override={NODE_NAME}",
-                f"--cluster-cidr={CLUSTER_CIDR}",
-                f"--bind-address={NODE_IP}",
-                f"--nodeport-addresses={NODE_IP}/32",
-                "--healthz-bind-address=127.0.0.1:10256",
-                "--metrics-bind-address=127.0.0.1:10249",
-                # Leave the host's conntrack settings alone.
-                "--conntrack-max-per-core=0",
-                "--conntrack-tcp-timeout-established=0",
-                "--conntrack-tcp-timeout-close-wait=0",
-                "--v=1",
-            ],
-        )
+        self.plane.spawn("kube-proxy", kube_proxy_argv(self.kubeconfig, NODE_NAME, NODE_IP))
         self._until(
             deadline,
             "kube-proxy rules for the kubernetes Service",
@@ -848,7 +876,7 @@ def teardown(directory: Path | None = None) -> None:
         terminate(pids[name], 10, exe=EXES.get(name, name))
     second_node.teardown(d)
     kill_pods_of(d / "containerd" / "containerd.sock", "kubepods")
-    kube_proxy = built_bin_dir() / "kube-proxy"
+    kube_proxy = node_binary("kube-proxy")
     if kube_proxy.exists():
         _run(str(kube_proxy), "--cleanup", "--proxy-mode=iptables", check=False)
     before = set(host["chains"]) if host else set()

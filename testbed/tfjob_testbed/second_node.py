@@ -11,7 +11,7 @@ Why it is built this way:
   10.244.1.0/24). The host routes 10.244.1.0/24 to it; it routes the rest of 10.244.0.0/16
   (node 1's pods, the cluster DNS and the API server on 10.244.0.1) to the host. Its
   kube-proxy runs in there and writes only that namespace's iptables.
-- kubelet 1.20 and containerd write fixed paths whatever their configured roots
+- kubelet and containerd write fixed paths whatever their configured roots
   (`node.FIXED_PATHS`: the device-plugin and pod-resources sockets, CNI caches, shim sockets),
   containerd keeps its pods' network namespaces in /run/netns, and kubelet removes the
   /var/log/pods directories of pods it does not know: two kubelets sharing them would delete
@@ -44,7 +44,6 @@ from pathlib import Path
 from typing import Any
 
 from tfjob_testbed import node as node_mod
-from tfjob_testbed.controlplane import built_bin_dir
 from tfjob_testbed.paths import cache_dir
 from tfjob_testbed.procs import alive, terminate
 
@@ -227,7 +226,11 @@ class SecondNode:
             self.store / "root", d, self.socket, self.dir / "cni" / "net.d"
         )
         (d / "config.toml").write_text(config)
-        self._spawn("containerd-2", ["/usr/bin/containerd", "--config", str(d / "config.toml")])
+        self._spawn(
+            "containerd-2",
+            [str(node_mod.containerd_binary("containerd")), "--config", str(d / "config.toml")],
+            env=node_mod.containerd_env(),
+        )
         self.node._until(
             min(deadline, time.monotonic() + 30),
             "containerd-2",
@@ -249,19 +252,7 @@ class SecondNode:
         log = self.node.plane.workdir / "kubelet-2.log"
         self._spawn(
             "kubelet-2",
-            [
-                str(built_bin_dir() / "kubelet"),
-                f"--config={d / 'config.yaml'}",
-                f"--kubeconfig={self.node.kubeconfig}",
-                "--container-runtime=remote",
-                f"--container-runtime-endpoint=unix://{self.socket}",
-                f"--root-dir={d / 'root'}",
-                f"--cert-dir={d / 'pki'}",
-                f"--hostname-override={NAME}",
-                f"--node-ip={NODE_IP}",
-                f"--pod-infra-container-image={node_mod.PAUSE_IMAGE}",
-                "--v=2",  # for the line that says the kernel tunables are set
-            ],
+            node_mod.kubelet_argv(d, self.node.kubeconfig, self.socket, NAME, NODE_IP),
             env=dict(os.environ, AWS_EC2_METADATA_DISABLED="true"),
         )
         # Kernel tunables are the host's, not a namespace's: put back as after node 1's kubelet.
@@ -275,24 +266,8 @@ class SecondNode:
         self.node.advertise_gpus(NAME, deadline)
 
     def _kube_proxy(self, deadline: float) -> None:
-        self._spawn(
-            "kube-proxy-2",
-            [
-                str(built_bin_dir() / "kube-proxy"),
-                f"--kubeconfig={self.node.kubeconfig}",
-                "--proxy-mode=iptables",
-                f"--hostname-override={NAME}",
-                f"--cluster-cidr={node_mod.CLUSTER_CIDR}",
-                f"--bind-address={NODE_IP}",
-                f"--nodeport-addresses={NODE_IP}/32",
-                "--healthz-bind-address=127.0.0.1:10256",  # its namespace's loopback
-                "--metrics-bind-address=127.0.0.1:10249",
-                "--conntrack-max-per-core=0",
-                "--conntrack-tcp-timeout-established=0",
-                "--conntrack-tcp-timeout-close-wait=0",
-                "--v=1",
-            ],
-        )
+        # Its health and metrics ports are on its own namespace's loopback.
+        self._spawn("kube-proxy-2", node_mod.kube_proxy_argv(self.node.kubeconfig, NAME, NODE_IP))
         self.node._until(
             deadline,
             "kube-proxy-2 rules for the kubernetes Service",

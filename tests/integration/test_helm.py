@@ -1,4 +1,4 @@
-"""The Helm chart on a real Kubernetes 1.20 control plane: install, upgrade and uninstall as a
+"""The Helm chart on a real Kubernetes control plane: install, upgrade and uninstall as a
 user runs them, checked with kubectl. There is no kubelet, so the operator pod stays Pending;
 what is tested is that the API server and controller-manager accept everything the chart makes.
 
@@ -126,15 +126,14 @@ def test_install_upgrade_uninstall(helm, kube, plane):
     service = kube.get_json("service", f"{NAME}-metrics", "-n", NAMESPACE)
     assert [(p["port"], p["protocol"]) for p in service["spec"]["ports"]] == [(9090, "TCP")]
     assert "--metrics-port=9090" in args_of(kube)
-    # The controller-manager makes the pod from the chart's template, so the real 1.20 API
+    # The controller-manager makes the pod from the chart's template, so the real API server
     # accepted it; with no kubelet it is never scheduled.
     pods = wait_for(lambda: len(p := operator_pods(kube)) == 2 and p, 60, "two operator pods")
     for pod in pods:
         assert pod["status"]["phase"] == "Pending"
         assert pod["spec"]["serviceAccountName"] == NAME
-    # Kubernetes 1.20 serves PodDisruptionBudgets as policy/v1beta1 only: the chart follows.
     pdb = kube.get_json("pdb", NAME, "-n", NAMESPACE)
-    assert (pdb["apiVersion"], pdb["spec"]["minAvailable"]) == ("policy/v1beta1", 1)
+    assert (pdb["apiVersion"], pdb["spec"]["minAvailable"]) == ("policy/v1", 1)
     lease_role = kube.get_json("role", f"{NAME}-leader-election", "-n", NAMESPACE)
     assert lease_role["rules"][1]["resourceNames"] == [f"{NAME}-leader"]
     assert "--leader-elect" in args_of(kube)
