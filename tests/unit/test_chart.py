@@ -218,7 +218,8 @@ def test_chart_metadata_matches_the_package():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert chart["apiVersion"] == "v2"
     assert chart["appVersion"] == project["version"]
-    assert chart["kubeVersion"].startswith(">=1.20")
+    # The oldest Kubernetes we test on is the oldest the chart installs on.
+    assert chart["kubeVersion"] == f">={KUBE_VERSIONS[0]}-0"
 
 
 def test_default_args_are_the_operators_flags(renders, monkeypatch):
@@ -287,7 +288,7 @@ def test_probes_ports_and_metrics_service(renders):
     ]
     pod_labels = one(docs, "Deployment")["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= pod_labels.items()
-    # Server-side apply on 1.20 needs every port's protocol.
+    # Explicit protocols: with the port number, the key server-side apply merges ports on.
     assert all(p["protocol"] == "TCP" for p in container["ports"])
 
 
@@ -367,10 +368,39 @@ def test_two_replicas_with_leader_election_a_budget_and_spread(renders):
     assert term["podAffinityTerm"]["labelSelector"]["matchLabels"].items() <= pod_labels.items()
 
 
-@pytest.mark.parametrize(("kube_version", "api"), [("1.20.2", "v1beta1"), ("1.28.0", "v1")])
-def test_budget_api_follows_the_cluster(helm, kube_version, api):
+@pytest.mark.parametrize("kube_version", KUBE_VERSIONS)
+def test_budget_is_policy_v1(helm, kube_version):
     docs = template(helm, {}, "--kube-version", kube_version)
-    assert one(docs, "PodDisruptionBudget")["apiVersion"] == f"policy/{api}"
+    assert one(docs, "PodDisruptionBudget")["apiVersion"] == "policy/v1"
+
+
+def test_kubernetes_older_than_1_28_is_refused(helm):
+    proc = run_helm(helm, "template", RELEASE, str(CHART), "--kube-version", "1.27.16")
+    assert proc.returncode != 0 and "kubeVersion" in proc.stderr, proc.stderr
+
+
+def test_plain_manifests_budget_is_the_charts(renders):
+    """manifests/operator.yaml's budget (generated from its Deployment) and the chart's: same
+    API, namespace and minAvailable; each selects exactly its Deployment's pods (the chart's
+    pods carry one more label, app.kubernetes.io/instance, that the plain ones do without)."""
+    plain = [d for d in yaml.safe_load_all((ROOT / "manifests" / "operator.yaml").read_text()) if d]
+    budgets = {}
+    for source, docs in (("manifests", plain), ("chart", renders["default"])):
+        deployment, budget = one(docs, "Deployment"), one(docs, "PodDisruptionBudget")
+        assert budget["metadata"]["namespace"] == deployment["metadata"]["namespace"], source
+        selector = budget["spec"]["selector"]
+        assert selector == deployment["spec"]["selector"], source
+        pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+        assert selector["matchLabels"].items() <= pod_labels.items(), source
+        budgets[source] = budget
+    manifests, chart = budgets["manifests"], budgets["chart"]
+    assert manifests["apiVersion"] == chart["apiVersion"] == "policy/v1"
+    assert manifests["metadata"]["namespace"] == chart["metadata"]["namespace"] == NAMESPACE
+    assert manifests["spec"]["minAvailable"] == chart["spec"]["minAvailable"] == 1
+    assert set(manifests["spec"]) == set(chart["spec"])
+    chart_selector = chart["spec"]["selector"]["matchLabels"]
+    want = {k: v for k, v in chart_selector.items() if k != "app.kubernetes.io/instance"}
+    assert manifests["spec"]["selector"]["matchLabels"] == want
 
 
 def test_one_replica_without_leader_election(helm):

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from tfjob_operator.controller.main import build_parser
+from tfjob_operator.render import manifests as render
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = ["crd.yaml", "operator.yaml", "rbac.yaml"]
@@ -50,3 +51,25 @@ def test_files_apply_in_order():
     """kubectl applies a folder alphabetically: the namespace comes before what lives in it."""
     assert sorted(p.name for p in (ROOT / "manifests").glob("*.yaml")) == FILES
     assert docs("operator.yaml")[0]["kind"] == "Namespace"
+
+
+def test_operator_budget_keeps_a_replica_through_drains():
+    """policy/v1 (Kubernetes 1.28+), generated from the Deployment: it selects its pods."""
+    operator = docs("operator.yaml")
+    assert [d["kind"] for d in operator] == ["Namespace", "Deployment", "PodDisruptionBudget"]
+    deployment, budget = operator[1:]
+    assert budget["apiVersion"] == "policy/v1"
+    assert budget["metadata"]["namespace"] == deployment["metadata"]["namespace"]
+    assert budget["spec"] == {"minAvailable": 1, "selector": deployment["spec"]["selector"]}
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert budget["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    assert deployment["spec"]["replicas"] > budget["spec"]["minAvailable"], "drains can proceed"
+
+
+def test_operator_budget_only_with_several_replicas():
+    text = (ROOT / "manifests" / "operator.yaml").read_text()
+    assert render.plain_operator(text) == text, "regenerating changes nothing"
+    one_replica = text.replace("\n  replicas: 2\n", "\n  replicas: 1\n")
+    assert one_replica != text
+    kinds = [d["kind"] for d in yaml.safe_load_all(render.plain_operator(one_replica)) if d]
+    assert kinds == ["Namespace", "Deployment"]

@@ -1,2 +1,3 @@
 """Manifests generated from the API package: the CRD and RBAC under `manifests/` and the
-chart's copies (`make generate`)."""
+chart's copies, and the operator's PodDisruptionBudget in `manifests/operator.yaml`
+(`make generate`)."""
