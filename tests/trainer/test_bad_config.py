@@ -53,6 +53,13 @@ def run(
             "must not list the evaluator",
         ),
         (
+            # What Kubernetes makes of `"index": $(TFJOB_TASK_INDEX)` without the pod-index label.
+            '{"cluster": {"worker": ["127.0.0.1:2"]}, "task": {"type": "worker", "index": }}',
+            [],
+            "task.index is empty: Kubernetes fills it from the pod's "
+            "apps.kubernetes.io/pod-index label, which StatefulSet pods carry on Kubernetes 1.28",
+        ),
+        (
             json.dumps({"cluster": CLUSTER, "task": {"type": "launcher", "index": 0}}),
             [],
             "task.type 'launcher' is not one of",

@@ -51,6 +51,6 @@ def test_example_is_valid_and_every_pod_can_train(path):
         opts = options.parse([*args, "--checkpoint-dir", "/checkpoints"])
         for i in range(rs.replicas):
             raw = tfconfig.tf_config(cluster, rt, i)
-            task = config.parse(raw, f"{name}-{rt.task_type}-{i}")
+            task = config.parse(raw)
             strategy = config.resolve_strategy(opts.strategy, task)
             assert strategy == opts.strategy, (rt, i, strategy)

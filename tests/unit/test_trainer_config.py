@@ -15,68 +15,84 @@ CLUSTER = {"ps": ["p0:2222"], "worker": ["w0:2222", "w1:2222"]}
 
 
 @pytest.mark.parametrize(
-    ("raw", "hostname", "want"),
+    ("raw", "want"),
     [
         (
             '{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 0}}',
-            "x",
             ("worker", 0),
         ),
         (
-            '{"cluster": {"ps": ["p:1"], "worker": ["a:1", "b:1"]}, "task": {"index": , '
-            '"type": "worker"}}',
-            "mnist-worker-1",
-            ("worker", 1),
-        ),
-        (
-            '{"cluster": {"ps": ["p:1"], "worker": ["a:1"]}, "task": {"index": $(TFJOB_TASK_INDEX),'
-            ' "type": "ps"}}',
-            "mnist-ps-0",
-            ("ps", 0),
-        ),
-        (
-            '{"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker"}}',
-            "j-worker-1",
-            ("worker", 1),
-        ),
-        (
             '{"cluster": {"worker": ["a:1"]}, "task": {"type": "evaluator", "index": 0}}',
-            "x",
             ("evaluator", 0),
         ),
     ],
 )
-def test_parse(raw, hostname, want):
-    task = config.parse(raw, hostname)
+def test_parse(raw, want):
+    task = config.parse(raw)
     assert (task.type, task.index) == want
     assert json.loads(task.tf_config())["task"] == {"type": want[0], "index": want[1]}
 
 
+POD_INDEX = (
+    "Kubernetes fills it from the pod's apps.kubernetes.io/pod-index label, which StatefulSet "
+    "pods carry on Kubernetes 1.28 and later; outside the operator, set task.index to this "
+    "task's number"
+)
+
+
 @pytest.mark.parametrize(
-    ("raw", "hostname", "says"),
+    ("raw", "says"),
     [
         (
-            '{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker"}}',
-            "laptop",
-            "has no ordinal",
+            '{"cluster": {"ps": ["p:1"], "worker": ["a:1", "b:1"]}, "task": {"index": , '
+            '"type": "worker"}}',
+            f"TF_CONFIG task.index is empty: {POD_INDEX}",
         ),
         (
+            '{"cluster": {"ps": ["p:1"], "worker": ["a:1"]}, "task": {"index": $(TFJOB_TASK_INDEX),'
+            ' "type": "ps"}}',
+            f"TF_CONFIG task.index is the unexpanded $(TFJOB_TASK_INDEX): {POD_INDEX}",
+        ),
+        (
+            '{"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker"}}',
+            "TF_CONFIG task has no 'index': it must be this task's number, 0 or more",
+        ),
+        (
+            '{"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": "1"}}',
+            "TF_CONFIG task.index must be this task's number, 0 or more, not '1'",
+        ),
+        (
+            '{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": null}}',
+            "TF_CONFIG task.index must be this task's number, 0 or more, not None",
+        ),
+    ],
+)
+def test_an_index_not_filled_in_fails_in_one_line(raw, says):
+    """No fallback to the hostname: the index is TF_CONFIG's, or the configuration is wrong."""
+    with pytest.raises(ConfigError) as e:
+        config.parse(raw)
+    assert str(e.value) == says
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("raw", "says"),
+    [
+        (
             '{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 1}}',
-            "x",
             "out of range",
         ),
         (
             '{"cluster": {"worker": ["a"]}, "task": {"type": "worker", "index": 0}}',
-            "x",
             "host:port",
         ),
-        ('{"cluster": {}, "task": {"type": "worker", "index": 0}}', "x", "no 'cluster'"),
-        ("[1, 2]", "x", "must be a JSON object"),
+        ('{"cluster": {}, "task": {"type": "worker", "index": 0}}', "no 'cluster'"),
+        ("[1, 2]", "must be a JSON object"),
     ],
 )
-def test_parse_errors(raw, hostname, says):
+def test_parse_errors(raw, says):
     with pytest.raises(ConfigError, match=says):
-        config.parse(raw, hostname)
+        config.parse(raw)
 
 
 def task(cluster, type_="worker", index=0):
@@ -140,13 +156,14 @@ def test_operator_tf_config_is_what_the_trainer_understands(replicas, strategy, 
     for rt, count in replicas.items():
         template = tfconfig.tf_config_template(cluster, rt)
         for i in range(count):
-            # Without the pod-index label (Kubernetes < 1.28) $(TFJOB_TASK_INDEX) is empty.
-            raw = (
-                tfconfig.expand(template, i)
-                if pod_index_label
-                else template.replace(tfconfig.INDEX_REFERENCE, "")
-            )
-            parsed = config.parse(raw, f"mnist-{rt.task_type}-{i}")
+            if not pod_index_label:
+                # Without the pod-index label $(TFJOB_TASK_INDEX) is empty: no hostname to
+                # fall back on, the trainer says in one line what is missing.
+                with pytest.raises(ConfigError) as e:
+                    config.parse(template.replace(tfconfig.INDEX_REFERENCE, ""))
+                assert str(e.value) == f"TF_CONFIG task.index is empty: {POD_INDEX}"
+                continue
+            parsed = config.parse(tfconfig.expand(template, i))
             assert (parsed.type, parsed.index) == (rt.task_type, i)
             assert parsed.cluster == cluster and "evaluator" not in parsed.cluster
             assert config.resolve_strategy("auto", parsed) == strategy

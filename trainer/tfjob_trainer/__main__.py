@@ -13,7 +13,6 @@ import importlib.util
 import logging
 import os
 import signal
-import socket
 import sys
 import tempfile
 import time
@@ -42,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("tensorflow").setLevel(logging.ERROR)  # e.g. saver retracing notices
     try:
         opts = options.parse(argv)
-        task = config.parse(os.environ.get("TF_CONFIG"), socket.gethostname())
+        task = config.parse(os.environ.get("TF_CONFIG"))
         strategy = config.resolve_strategy(opts.strategy, task)
         check_evaluator(opts, task, strategy)
         check_plugins(opts, strategy)

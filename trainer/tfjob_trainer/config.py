@@ -2,8 +2,8 @@
 
 A bad configuration must end in one clear line and exit code 2, fast, so this module stays free
 of TensorFlow. The operator writes TF_CONFIG with `"index": $(TFJOB_TASK_INDEX)` for Kubernetes
-to fill in; where that did not happen (no pod-index label), the index comes from the pod's
-hostname, `<job>-<type>-<ordinal>`.
+to fill in from the pod's `apps.kubernetes.io/pod-index` label (Kubernetes 1.28 and later); an
+index left unfilled is such a configuration error.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ STRATEGIES = ("auto", "parameter-server", "multi-worker-mirrored", "mirrored", "
 
 # `"index": }` or `"index": $(TFJOB_TASK_INDEX)`: the index Kubernetes did not fill in.
 _UNFILLED_INDEX = re.compile(r'("index"\s*:\s*)(\$\([A-Z_]+\))?(\s*[,}])')
-_ORDINAL = re.compile(r"-(\d+)$")
 
 
 class ConfigError(Exception):
@@ -91,10 +90,11 @@ class Task:
         return out
 
 
-def parse(raw: str | None, hostname: str) -> Task | None:
+def parse(raw: str | None) -> Task | None:
     """Parse TF_CONFIG; None when it is not set (a single local process)."""
     if raw is None or not raw.strip():
         return None
+    unfilled = _UNFILLED_INDEX.search(raw)
     try:
         data = json.loads(_UNFILLED_INDEX.sub(r"\1null\3", raw))
     except json.JSONDecodeError as e:
@@ -112,7 +112,7 @@ def parse(raw: str | None, hostname: str) -> Task | None:
         )
     index = task.get("index")
     if not isinstance(index, int) or isinstance(index, bool) or index < 0:
-        index = _index_from_hostname(hostname, index)
+        raise ConfigError(_bad_index(task, unfilled))
     if task_type == "evaluator":
         if index != 0:
             raise ConfigError(f"TF_CONFIG task.index {index} is out of range: one evaluator only")
@@ -141,15 +141,18 @@ def _parse_cluster(cluster: object) -> dict[str, list[str]]:
     return out
 
 
-def _index_from_hostname(hostname: str, given: object) -> int:
-    match = _ORDINAL.search(hostname)
-    if match is None:
-        raise ConfigError(
-            f"TF_CONFIG task.index is {given!r} and the hostname {hostname!r} has no ordinal "
-            "to take it from"
+def _bad_index(task: dict[str, object], unfilled: re.Match[str] | None) -> str:
+    """Why task.index is not this task's number, in one line."""
+    if "index" not in task:
+        return "TF_CONFIG task has no 'index': it must be this task's number, 0 or more"
+    if task["index"] is None and unfilled is not None:
+        given = f"the unexpanded {unfilled.group(2)}" if unfilled.group(2) else "empty"
+        return (
+            f"TF_CONFIG task.index is {given}: Kubernetes fills it from the pod's "
+            "apps.kubernetes.io/pod-index label, which StatefulSet pods carry on Kubernetes 1.28 "
+            "and later; outside the operator, set task.index to this task's number"
         )
-    log.info("task index taken from the hostname %s", hostname)
-    return int(match.group(1))
+    return f"TF_CONFIG task.index must be this task's number, 0 or more, not {task['index']!r}"
 
 
 def resolve_strategy(requested: str, task: Task | None) -> str:
