@@ -12,7 +12,7 @@ from tfjob_operator.rules import status as st
 from tfjob_testbed.kube import wait_for
 
 CHILD_WAIT = 60
-GC_WAIT = 120  # the garbage collector rescans new kinds every 30 s on 1.20
+GC_WAIT = 120  # the garbage collector finds a new kind at its next discovery, every 30 s
 
 
 class Job:

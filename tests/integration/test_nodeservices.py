@@ -254,8 +254,7 @@ def test_records_follow_services_and_endpoints(core, services, space) -> None:
             "the workers' records gone with their Endpoints",
         ),
         timed(
-            # 1.20 answers a Service deletion with a Status, which the client cannot read
-            lambda: core.delete_namespaced_service("api", ns, _preload_content=False),
+            lambda: core.delete_namespaced_service("api", ns),
             lambda: services.records(ns) == [],
             "the ClusterIP record gone with its Service",
         ),

@@ -190,11 +190,10 @@ def test_worker_exit_1_under_never_fails_with_exit_code_and_pod(
     cluster: Cluster, namespace: str
 ) -> None:
     # Worker 1 fails at once; worker 0 would run for minutes. The index comes from the
-    # pod-index label through the downward API, as on Kubernetes >= 1.28 (else the hostname).
+    # pod-index label through the downward API.
     script = (
         "import os, sys, time; "
-        "i = os.environ.get('TFJOB_TASK_INDEX') or os.environ['HOSTNAME'].rsplit('-', 1)[1]; "
-        "sys.exit(1) if i == '1' else time.sleep(600)"
+        "sys.exit(1) if os.environ['TFJOB_TASK_INDEX'] == '1' else time.sleep(600)"
     )
     job = fast_job("never", "mnist-sync")
     worker = job["spec"]["tfReplicaSpecs"]["Worker"]

@@ -320,29 +320,20 @@ from kubeflow.training import TrainingClient
 def train_func(parameters):
     import json
     import os
-    import re
     import socket
     import time
 
     import tensorflow as tf
 
-    raw = os.environ["TF_CONFIG"]
+    # Kubernetes fills the task index in from the pod-index label: TF_CONFIG is complete JSON.
+    tf_config = json.loads(os.environ["TF_CONFIG"])
     host = socket.gethostname()
-    try:
-        tf_config = json.loads(raw)
-        index_from = "TF_CONFIG"
-    except ValueError:
-        # Kubernetes before 1.28 has no pod-index label to fill the task index in: the pod's
-        # name ends with it.
-        tf_config = json.loads(re.sub(r'"index":[^,}]*', '"index": 0', raw))
-        tf_config["task"]["index"] = int(host.rsplit("-", 1)[1])
-        index_from = "hostname"
     task = tf_config["task"]
     workers = tf_config["cluster"]["worker"]
     total = int(tf.reduce_sum(tf.range(parameters["n"])).numpy())
     print(
         f"{parameters['marker']} {task['type']}:{task['index']} of {len(workers)} workers, "
-        f"index from {index_from}, host {host}, sum {total}",
+        f"host {host}, sum {total}",
         flush=True,
     )
     port = int(workers[task["index"]].rsplit(":", 1)[1])
@@ -612,8 +603,7 @@ def _check_manifest(cluster: Cluster, body: dict[str, Any], namespace: str, stem
         if why.startswith("NotScheduled"):
             assert "volcano" in why, why
         elif why.startswith("Unschedulable") and stem == "node-selector-tolerations":
-            # Kubernetes 1.20 words a nodeSelector mismatch as one of node affinity.
-            assert "node selector" in why or "node affinity" in why, why
+            assert "didn't match Pod's node affinity/selector" in why, why
         elif why.startswith("Unschedulable"):
             assert "Insufficient cpu" in why and "nvidia.com/gpu" not in why, why
         else:
