@@ -28,6 +28,7 @@ import hashlib
 import io
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -189,6 +190,24 @@ def iptables_chains() -> set[str]:
     return chains
 
 
+def remove_chains(chains: list[str]) -> None:
+    """Flush and delete iptables chains (`table/chain`), and first every rule of another chain
+    that jumps to one of them (kubelet hooks its KUBE-FIREWALL into INPUT and OUTPUT)."""
+    by_table: dict[str, set[str]] = {}
+    for chain in chains:
+        table, name = chain.split("/", 1)
+        by_table.setdefault(table, set()).add(name)
+    for table, names in by_table.items():
+        for line in _run("iptables-save", "-t", table).stdout.splitlines():
+            rule = shlex.split(line) if line.startswith("-A ") else []
+            jumps_to = rule[rule.index("-j") + 1] if "-j" in rule[:-1] else ""
+            if rule and rule[1] not in names and jumps_to in names:
+                _run("iptables", "-t", table, "-D", *rule[1:], check=False)
+        for flag in ("-F", "-X"):
+            for name in sorted(names):
+                _run("iptables", "-t", table, flag, name, check=False)
+
+
 def cni_conflist(bridge: str, subnet: str, gateway: str, ipam_dir: Path) -> dict[str, Any]:
     """The CNI network of one node: a bridge, addresses from `subnet`, routes to every node's
     pods (CLUSTER_CIDR) and the Services through the bridge, no way out."""
@@ -217,16 +236,15 @@ def cni_conflist(bridge: str, subnet: str, gateway: str, ipam_dir: Path) -> dict
 def containerd_config(root: Path, state: Path, socket: Path, cni_conf_dir: Path) -> str:
     """containerd's config.toml: images in `root` (the cache), everything else in `state`."""
     runtime = '[plugins."io.containerd.cri.v1.runtime"'
-    return f"""version = 3
+    return f"""version = 4
 root = "{root}"
 state = "{state}/state"
 oom_score = 0
-[grpc]
+imports = []
+[plugins."io.containerd.server.v1.grpc"]
   address = "{socket}"
-[ttrpc]
+[plugins."io.containerd.server.v1.ttrpc"]
   address = "{socket}.ttrpc"
-[metrics]
-  address = ""
 [plugins."io.containerd.internal.v1.opt"]
   path = "{state}/opt"
 # NRI's socket is a fixed path that two nodes on one host would share; no NRI plugin runs here.
@@ -258,12 +276,14 @@ oom_score = 0
 
 
 def kubelet_config(
-    directory: Path, address: str, pki: Path, cgroup_root: str | None = None
+    directory: Path, address: str, pki: Path, socket: Path, cgroup_root: str | None = None
 ) -> dict[str, Any]:
-    """A kubelet's KubeletConfiguration, serving on `address`, its files in `directory`."""
+    """A kubelet's KubeletConfiguration, serving on `address`, its files in `directory`, its
+    containerd at `socket`."""
     config: dict[str, Any] = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
+        "containerRuntimeEndpoint": f"unix://{socket}",
         "address": address,
         "port": 10250,
         "readOnlyPort": 0,
@@ -304,15 +324,12 @@ def kubelet_config(
     return config
 
 
-def kubelet_argv(
-    directory: Path, kubeconfig: Path, socket: Path, name: str, address: str
-) -> list[str]:
-    """A node's kubelet: its config in `directory`, its containerd at `socket`."""
+def kubelet_argv(directory: Path, kubeconfig: Path, name: str, address: str) -> list[str]:
+    """A node's kubelet, its config in `directory`."""
     return [
         str(node_binary("kubelet")),
         f"--config={directory / 'config.yaml'}",
         f"--kubeconfig={kubeconfig}",
-        f"--container-runtime-endpoint=unix://{socket}",
         f"--root-dir={directory / 'root'}",
         f"--cert-dir={directory / 'pki'}",
         f"--hostname-override={name}",
@@ -536,12 +553,12 @@ class Node:
         d = self.dir / "kubelet"
         d.mkdir(parents=True, exist_ok=True)
         (d / "resolv.conf").write_text(f"nameserver {NODE_IP}\n")
-        config = kubelet_config(d, NODE_IP, self.plane.workdir / "pki")
+        config = kubelet_config(d, NODE_IP, self.plane.workdir / "pki", self.socket)
         (d / "config.yaml").write_text(json.dumps(config, indent=1))
         env = dict(os.environ, AWS_EC2_METADATA_DISABLED="true")  # no cloud metadata probe
         self.plane.spawn(
             "kubelet",
-            kubelet_argv(d, self.kubeconfig, self.socket, NODE_NAME, NODE_IP),
+            kubelet_argv(d, self.kubeconfig, NODE_NAME, NODE_IP),
             env=env,
         )
         log = self.plane.workdir / "kubelet.log"
@@ -880,14 +897,7 @@ def teardown(directory: Path | None = None) -> None:
     if kube_proxy.exists():
         _run(str(kube_proxy), "--cleanup", "--proxy-mode=iptables", check=False)
     before = set(host["chains"]) if host else set()
-    for chain in sorted(iptables_chains() - before):
-        if "/KUBE-" in chain:
-            table, name = chain.split("/", 1)
-            _run("iptables", "-t", table, "-F", name, check=False)
-    for chain in sorted(iptables_chains() - before):
-        if "/KUBE-" in chain:
-            table, name = chain.split("/", 1)
-            _run("iptables", "-t", table, "-X", name, check=False)
+    remove_chains(sorted(c for c in iptables_chains() - before if "/KUBE-" in c))
     # A namespace its last user has just left may hold on to them for a moment: retried.
     deadline = time.monotonic() + 10
     while (netns := list(Path(NETNS_DIR).glob("cni-*"))) and time.monotonic() < deadline:

@@ -246,13 +246,13 @@ class SecondNode:
         d.mkdir(parents=True, exist_ok=True)
         (d / "resolv.conf").write_text(f"nameserver {node_mod.NODE_IP}\n")  # routed to node 1
         config = node_mod.kubelet_config(
-            d, NODE_IP, self.node.plane.workdir / "pki", cgroup_root=f"/{CGROUP_ROOT}"
+            d, NODE_IP, self.node.plane.workdir / "pki", self.socket, cgroup_root=f"/{CGROUP_ROOT}"
         )
         (d / "config.yaml").write_text(json.dumps(config, indent=1))
         log = self.node.plane.workdir / "kubelet-2.log"
         self._spawn(
             "kubelet-2",
-            node_mod.kubelet_argv(d, self.node.kubeconfig, self.socket, NAME, NODE_IP),
+            node_mod.kubelet_argv(d, self.node.kubeconfig, NAME, NODE_IP),
             env=dict(os.environ, AWS_EC2_METADATA_DISABLED="true"),
         )
         # Kernel tunables are the host's, not a namespace's: put back as after node 1's kubelet.

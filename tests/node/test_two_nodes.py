@@ -7,6 +7,7 @@ its volume is pinned to that pod's node, as kind's local-path volumes are."""
 from __future__ import annotations
 
 import ipaddress
+import json
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from tests.node.helpers import POD_WAIT, pod
 from tfjob_testbed import node as node_mod
 from tfjob_testbed import second_node as second_mod
 from tfjob_testbed.cluster import Cluster
+from tfjob_testbed.gobuild import CONTAINERD, KUBERNETES
 from tfjob_testbed.kube import wait_for
 from tfjob_testbed.node import Node
 from tfjob_testbed.second_node import SecondNode
@@ -150,6 +152,15 @@ def test_second_node_joins_ready_with_its_own_pod_range(
     assert two["status"]["allocatable"]["nvidia.com/gpu"] == str(node_mod.GPUS)
     ready = [c for c in two["status"]["conditions"] if c["type"] == "Ready"]
     assert ready[0]["status"] == "True", ready
+    # The release the bed builds, on the API server and on both nodes' kubelets.
+    release = KUBERNETES.version()
+    served = cluster.kubectl("version", "-o", "json").stdout
+    assert json.loads(served)["serverVersion"]["gitVersion"] == release, served
+    for name, each in nodes.items():
+        assert each["status"]["nodeInfo"]["kubeletVersion"] == release, name
+        assert each["status"]["nodeInfo"]["containerRuntimeVersion"] == (
+            f"containerd://{CONTAINERD.version()}"
+        ), name
 
 
 def test_pods_on_both_nodes_reach_each_other_by_service_name(
