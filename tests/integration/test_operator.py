@@ -199,6 +199,21 @@ def test_schema_errors_are_refused_by_the_api_server(job, kubectl):
     assert "restartPolicy" in proc.stderr and "Unsupported value" in proc.stderr
 
 
+@pytest.mark.parametrize(
+    "checkpoint", [{}, {"claimName": "ckpt", "storage": {"size": "1Gi"}}], ids=["none", "both"]
+)
+def test_a_checkpoint_with_both_or_no_source_is_refused_by_the_crds_cel_rule(
+    job, kubectl, checkpoint
+):
+    body = tfjob(replicas={"Worker": 1})
+    body["metadata"]["namespace"] = job.ns
+    body["spec"]["checkpoint"] = checkpoint
+    proc = kubectl.run("apply", "-f", "-", input=json.dumps(body), check=False)
+    assert proc.returncode != 0
+    assert "spec.checkpoint" in proc.stderr, proc.stderr
+    assert "set exactly one of claimName or storage" in proc.stderr, proc.stderr
+
+
 def test_semantic_errors_fail_with_invalid_spec_and_a_warning_event(job, operator):
     name = job.create(tfjob(name="two-chiefs", replicas={"Chief": 2, "Worker": 1}))
     status = job.wait_state(name, "Failed")

@@ -73,6 +73,9 @@ class CleanPodPolicy(enum.StrEnum):
     NONE = "None"
 
 
+ONE_SOURCE = "set exactly one of claimName or storage"
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, use_enum_values=False)
 
@@ -249,6 +252,19 @@ class CheckpointStorage(_Model):
 class CheckpointSpec(_Model):
     """Where checkpoints live: an existing claim, or storage the operator creates."""
 
+    # The same rule as `_one_source`, as a CEL rule of the CRD: the API server refuses the
+    # job at `kubectl apply`, before any operator reads it.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "has(self.claimName) != has(self.storage)",
+                    "message": ONE_SOURCE,
+                }
+            ]
+        }
+    )
+
     claim_name: str | None = Field(
         None, alias="claimName", description="Name of an existing PersistentVolumeClaim."
     )
@@ -268,7 +284,7 @@ class CheckpointSpec(_Model):
     @model_validator(mode="after")
     def _one_source(self) -> CheckpointSpec:
         if (self.claim_name is None) == (self.storage is None):
-            raise ValueError("set exactly one of claimName or storage")
+            raise ValueError(ONE_SOURCE)
         return self
 
 
