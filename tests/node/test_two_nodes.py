@@ -159,7 +159,7 @@ def test_second_node_joins_ready_with_its_own_pod_range(
     for name, each in nodes.items():
         assert each["status"]["nodeInfo"]["kubeletVersion"] == release, name
         assert each["status"]["nodeInfo"]["containerRuntimeVersion"] == (
-            f"containerd://{CONTAINERD.version()}"
+            f"containerd://{CONTAINERD.version().removeprefix('v')}"
         ), name
 
 

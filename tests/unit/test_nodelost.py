@@ -181,17 +181,28 @@ def test_deadline_follows_the_timeout():
     assert nodelost.deadline(T0, 0) is None
 
 
-CONFLICT = (
-    "0/2 nodes are available: 1 node(s) had taint {node.kubernetes.io/unreachable: }, that the "
-    "pod didn't tolerate, 1 node(s) had volume node affinity conflict."
-)
+# The scheduler's words for a volume tied to another node: Kubernetes 1.28's, then current
+# releases' (1.37).
+CONFLICTS = {
+    "1.28": (
+        "0/2 nodes are available: 1 node(s) had taint {node.kubernetes.io/unreachable: }, that "
+        "the pod didn't tolerate, 1 node(s) had volume node affinity conflict.",
+        "volume node affinity conflict",
+    ),
+    "1.37": (
+        "0/2 nodes are available: 1 node(s) didn't match PersistentVolume's node affinity, 1 "
+        "node(s) had untolerated taint(s). preemption: 0/2 nodes are available: 2 Preemption is "
+        "not helpful for scheduling.",
+        "didn't match PersistentVolume's node affinity",
+    ),
+}
 
 
-def unschedulable(rt, index):
+def unschedulable(rt, index, message):
     body = pod("mnist", rt, index, state="waiting", reason="ContainerCreating")
     body["status"]["containerStatuses"] = []
     body["status"]["conditions"] = [
-        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": CONFLICT}
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
     ]
     return body
 
@@ -215,18 +226,21 @@ def unschedulable(rt, index):
         (None, "chief", None),
     ],
 )
-def test_a_pod_held_by_its_checkpoint_volume_says_why(checkpoint, rt, says):
+@pytest.mark.parametrize("release", sorted(CONFLICTS))
+def test_a_pod_held_by_its_checkpoint_volume_says_why(checkpoint, rt, says, release):
+    message, words = CONFLICTS[release]
     spec = {"Chief": 1, "PS": 1, "Worker": 1}
     extra = {"checkpoint": checkpoint} if checkpoint else {}
     run = Run(tfjob(replicas=spec, **extra))
     run.step()
     pods = running("mnist", spec)
     index = {"chief": 0, "ps": 1, "worker": 2}[rt]
-    pods[index] = unschedulable(rt, 0)
+    pods[index] = unschedulable(rt, 0, message)
     run.step(*pods)
     why = run.status["waiting"][f"mnist-{rt}-0"]
     assert why.startswith("Unschedulable: ")
     if says is None:
-        assert why == f"Unschedulable: {CONFLICT}"
+        assert why == f"Unschedulable: {message}"
     else:
-        assert why.startswith(f"Unschedulable: {says}") and "volume node affinity" in why
+        assert why.startswith(f"Unschedulable: {says}"), why
+        assert why.endswith(f"(the scheduler: {words})"), why

@@ -813,14 +813,10 @@ def _waiting(
                 requeue.append((due - now).total_seconds() + 0.5)
             continue
         why = p.stuck or p.scheduler_missing(now, SCHEDULER_GRACE_SECONDS)
-        if (
-            why is not None
-            and claim_hint
-            and mounts_checkpoint(p.replica_type)
-            and nodelost.VOLUME_CONFLICT in why.message
-        ):
+        conflict = nodelost.volume_conflict(why.message) if why is not None else None
+        if why is not None and conflict and claim_hint and mounts_checkpoint(p.replica_type):
             # Instead of the scheduler's message, which the status' length limit would cut.
-            why = Stuck(why.reason, f"{claim_hint} (the scheduler: {nodelost.VOLUME_CONFLICT})")
+            why = Stuck(why.reason, f"{claim_hint} (the scheduler: {conflict})")
         if why is not None:
             stuck[p.name] = why
         elif p.unscheduled_by is not None and p.created is not None:

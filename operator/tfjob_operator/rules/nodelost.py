@@ -13,8 +13,8 @@ After `runPolicy.nodeLostTimeoutSeconds` the operator deletes such a pod with no
 as `kubectl delete pod --force` would: the StatefulSet makes it again on a node that answers.
 
 A ReadWriteOnce checkpoint volume is the exception: it lives on (or is attached to) one node,
-and a pod that mounts it cannot move. The scheduler then says only "volume node affinity
-conflict"; `claim_hint` says what it means for the job.
+and a pod that mounts it cannot move. The scheduler then says only that the volume's node
+affinity does not match (`VOLUME_CONFLICTS`); `claim_hint` says what it means for the job.
 """
 
 from __future__ import annotations
@@ -73,8 +73,18 @@ def message(node: str, since: datetime, seconds: int | None) -> str:
     )
 
 
-# What the scheduler says of a pod whose volume is tied to nodes where it cannot run.
-VOLUME_CONFLICT = "volume node affinity conflict"
+# What the scheduler says of a pod whose volume is tied to nodes where it cannot run: "node(s)
+# had volume node affinity conflict" up to 1.28 or so, "node(s) didn't match PersistentVolume's
+# node affinity" in current releases (1.37 included).
+VOLUME_CONFLICTS = (
+    "volume node affinity conflict",
+    "didn't match PersistentVolume's node affinity",
+)
+
+
+def volume_conflict(message: str) -> str | None:
+    """The scheduler's words for a volume tied to other nodes, if its message has them."""
+    return next((words for words in VOLUME_CONFLICTS if words in message), None)
 
 
 def claim_hint(job: str, spec: TFJobSpec) -> str | None:
@@ -94,7 +104,7 @@ def claim_hint(job: str, spec: TFJobSpec) -> str | None:
     if "ReadWriteMany" in modes:
         return f"the volume of checkpoint claim {claim} is tied to nodes where the pod cannot run"
     return (
-        f"checkpoint claim {claim} is ReadWriteOnce: its volume stays on one node and a pod "
-        "that mounts it can start only there, until that node answers again; "
-        "spec.checkpoint.storage.accessModes [ReadWriteMany] lets the pods move"
+        f"checkpoint claim {claim} is ReadWriteOnce: its volume stays on one node, and a pod "
+        "that mounts it starts only there once the node answers again; accessModes "
+        "[ReadWriteMany] lets the pods move"
     )
