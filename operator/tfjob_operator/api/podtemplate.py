@@ -6,9 +6,11 @@ template here, rather than waiting for the API server, turns every mistake into 
 names the field, instead of a server-side apply that fails on a typed patch.
 
 Beside the shape, it does what Kubernetes' own clients do when they decode a template into
-typed objects: numeric quantities (`cpu: 1`, `nvidia.com/gpu: 2`) become strings, and a
+typed objects: numeric quantities (`cpu: 1`, `nvidia.com/gpu: 2`) become strings, as the API
+server stores them (so what the operator applies compares equal to what it reads back), and a
 whole-number float in an int-or-string (`port: 8080.0`) becomes an integer. It also finds the
-duplicate keys that server-side apply refuses (two containers or two volumes of one name).
+duplicate keys that server-side apply still refuses (two containers or two volumes of one
+name), which the API server would answer with a 500 "failed to create typed patch object".
 Two env entries of one name are allowed by Kubernetes (the last one wins); they are folded
 into that last one, with a warning.
 """
