@@ -154,6 +154,14 @@ KUEUE = Program(name="kueue", module="sigs.k8s.io/kueue", commands={}, stamps={}
 PROGRAMS = {p.name: p for p in (KUBERNETES, ETCD, CONTAINERD, KUBERNETES_OLDEST)}
 
 
+def _go() -> str:
+    """The machine's Go: on PATH, else where Go's own installer puts it."""
+    found = shutil.which("go") or shutil.which("go", path="/usr/local/go/bin")
+    if found is None:
+        raise BuildError("no Go found (PATH, /usr/local/go/bin): the bed builds from Go modules")
+    return found
+
+
 def _go_env(program: Program) -> dict[str, str]:
     go = cache_dir() / "go"
     env = dict(
@@ -176,9 +184,7 @@ def _build(program: Program) -> None:
     staging.mkdir(parents=True)
     log = out.with_name("build.log")
     env = _go_env(program)
-    go = shutil.which("go")
-    if go is None:
-        raise BuildError("no `go` on PATH: the bed builds its Kubernetes from Go modules")
+    go = _go()
     started = time.monotonic()
     print(f"[gobuild] {program.name} {program.version()}: building "
           f"{', '.join(program.commands)} (log: {log})", flush=True)  # fmt: skip
@@ -219,7 +225,7 @@ def ensure(program: Program) -> Path:
 def module_source(program: Program, path: str) -> Path:
     """A file of the program's module, as the module cache holds it (downloaded if needed)."""
     proc = subprocess.run(
-        ["go", "mod", "download", "-json", f"{program.module}@{program.version()}"],
+        [_go(), "mod", "download", "-json", f"{program.module}@{program.version()}"],
         cwd=program.folder,
         env=_go_env(program),
         capture_output=True,
