@@ -215,7 +215,10 @@ def test_queued_admitted_evicted_readmitted_finished(
 def test_a_spec_edit_while_queued_replaces_the_workload(kueue_operator, job, custom, ns):
     name = job.create(queued_job())
     old = the_workload(custom, ns)
-    body = job.get(name)
+    # The user's manifest, edited: no resourceVersion, which would make the apply conflict with
+    # the operator's status writes meanwhile.
+    body = {k: v for k, v in job.get(name).items() if k != "status"}
+    body["metadata"] = {k: body["metadata"][k] for k in ("name", "namespace", "labels")}
     body["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 3
     job.kubectl.apply(body)
     new = wait_for(
