@@ -893,7 +893,8 @@ def teardown(directory: Path | None = None) -> None:
         terminate(pids[name], 10, exe=EXES.get(name, name))
     second_node.teardown(d)
     kill_pods_of(d / "containerd" / "containerd.sock", "kubepods")
-    kube_proxy = node_binary("kube-proxy")
+    # The binary as built, if it is: a teardown never starts a build.
+    kube_proxy = KUBERNETES.path("kube-proxy")
     if kube_proxy.exists():
         _run(str(kube_proxy), "--cleanup", "--proxy-mode=iptables", check=False)
     before = set(host["chains"]) if host else set()
