@@ -63,8 +63,8 @@ class Kubectl:
 
     def wait_established(self, *crds: str, timeout: float = 60) -> None:
         """Until the CRDs (names, or every one when none is named) are Established. Not
-        `kubectl wait`: it fails outright on a CRD whose status has no conditions yet (kubectl
-        1.35 against a 1.37 API server does, for a CRD just created)."""
+        `kubectl wait`: it has failed outright on a CRD just created whose status had no
+        conditions yet (kubectl 1.35 against a 1.37 API server, under load)."""
 
         def established() -> bool:
             found = self.get_json("crd", *crds)

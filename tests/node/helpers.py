@@ -67,7 +67,7 @@ def wait_ended(
 
 def established(cluster: Cluster, crd: str) -> bool:
     """Whether the CRD is Established (not `kubectl wait`: it fails on a CRD whose status has
-    no conditions yet, as kubectl 1.35 still does; see `Kubectl.wait_established`)."""
+    no conditions yet, as it has done under load; see `Kubectl.wait_established`)."""
     conditions = (cluster.get("crd", crd).get("status") or {}).get("conditions") or []
     return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
