@@ -596,12 +596,12 @@ def test_pods_a_statefulset_cannot_create_are_waiting_with_kubernetes_message():
 
 
 def test_a_spec_that_breaks_our_own_code_is_invalid_not_a_crash(monkeypatch):
-    from tfjob_operator.rules import lifecycle
+    from tfjob_operator.rules.lifecycle import view
 
     def broken(*_args, **_kw):
         raise KeyError("containers")
 
-    monkeypatch.setattr(lifecycle, "desired_children", broken)
+    monkeypatch.setattr(view, "desired_children", broken)
     run = Run(tfjob(replicas={"Worker": 1}))
     run.step()
     cond = st.find(run.status, "Failed")

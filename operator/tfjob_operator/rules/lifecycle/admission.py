@@ -1,0 +1,116 @@
+"""Whether a job may run now: not while its spec suspends it, nor while Kueue holds it (queued
+or evicted); and the job's Kueue Workload, which asks for its admission."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from tfjob_operator.api.spec import ReplicaType, TFJobSpec
+from tfjob_operator.rules import kueue
+from tfjob_operator.rules import status as st
+from tfjob_operator.rules.children import JobRef, Manifest, pod_templates
+from tfjob_operator.rules.lifecycle.change import Change, Condition
+from tfjob_operator.rules.lifecycle.observation import Observation
+
+
+def wanted_workload(ref: JobRef, spec: TFJobSpec, seen: Observation) -> Manifest | None:
+    """The Workload the job asks admission with, as it stands now."""
+    queue = seen.queue
+    if queue is None:
+        return None
+    templates = pod_templates(ref, spec, seen.cluster_domain, seen.gang)
+    sets = kueue.podsets(spec, templates)
+    return kueue.workload(ref, queue.version, queue.queue, sets, queue.priority)
+
+
+def admission(
+    queue: kueue.QueueView | None, wanted: Manifest | None
+) -> tuple[bool, dict[ReplicaType, kueue.Placement] | None]:
+    """(held, placements): whether Kueue holds the job back, and where admission puts each
+    replica type's pods. A Workload that no longer matches the spec admits nothing."""
+    if queue is None or wanted is None:
+        return False, None
+    wl = queue.workload
+    if wl is None or not wl.admitted or kueue.stale(wl, wanted):
+        return True, None
+    places = kueue.placements(wl, queue.flavors)
+    return places is None, places
+
+
+def stopped(
+    suspend: bool, held: bool, queue: kueue.QueueView | None, name: str
+) -> Condition | None:
+    """Why the job may not run now: suspended by its spec, or queued or evicted by Kueue;
+    None when it may run."""
+    if suspend:
+        return Condition(
+            st.Cond.SUSPENDED, True, st.Reason.SUSPENDED, f"TFJob {name} is suspended."
+        )
+    if not held:
+        return None
+    assert queue is not None
+    evicted = queue.workload is not None and queue.workload.evicted is not None
+    return Condition(
+        st.Cond.SUSPENDED,
+        True,
+        kueue.EVICTED if evicted else kueue.QUEUED,
+        f"TFJob {name} is {kueue.waiting_message(queue)}."
+        if evicted
+        else f"TFJob {name} is queued: {kueue.waiting_message(queue)}.",
+    )
+
+
+def resumed(
+    status: st.Status,
+    queue: kueue.QueueView | None,
+    places: dict[ReplicaType, kueue.Placement] | None,
+    name: str,
+    now: datetime,
+) -> Change:
+    """A job that may run: admitted by Kueue or resumed, if it was suspended, and started. The
+    deadline counts from the resume."""
+    start = {"startTime": st.timestamp(now)}
+    if not st.is_true(status, st.Cond.SUSPENDED):
+        return Change() if "startTime" in status else Change(fields=start)
+    # `places` is set only for a job whose Workload is admitted.
+    wl = queue.workload if queue is not None and places is not None else None
+    resume = Condition(
+        st.Cond.SUSPENDED,
+        False,
+        kueue.ADMITTED if wl is not None else st.Reason.RESUMED,
+        f"TFJob {name} is " + (kueue.admitted_message(wl) if wl is not None else "resumed") + ".",
+    )
+    return Change((resume,), start)
+
+
+def workload_decision(
+    queue: kueue.QueueView,
+    wanted: Manifest,
+    status: st.Status,
+    spec: TFJobSpec,
+    seen: Observation,
+    finished: bool,
+) -> kueue.WorkloadDecision:
+    """Make the Workload, replace a stale one while the job is not done, or write its status."""
+    wl = queue.workload
+    if wl is None:
+        return kueue.WorkloadDecision(create=None if finished else wanted)
+    if kueue.stale(wl, wanted) and not finished:
+        return kueue.WorkloadDecision(create=wanted, delete=wl.name)
+    verdict = None
+    if finished:
+        cond = st.find(
+            status, st.Cond.SUCCEEDED if st.is_true(status, st.Cond.SUCCEEDED) else st.Cond.FAILED
+        )
+        verdict = (st.is_true(status, st.Cond.SUCCEEDED), str((cond or {}).get("message", "")))
+    expected = sum(rs.replicas for rs in spec.replicas().values())
+    ready = sum(1 for p in seen.pods if p.up and not p.deleting)
+    return kueue.WorkloadDecision(
+        status_patch=kueue.workload_status(
+            wl,
+            active_pods=sum(1 for p in seen.pods if p.running),
+            pods_ready=ready >= expected > 0,
+            finished=verdict,
+            now=seen.now,
+        )
+    )

@@ -1,0 +1,53 @@
+"""What one reconcile saw of a job's world, gathered once instead of passed piece by piece."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from tfjob_operator.api.spec import TFJobSpec
+from tfjob_operator.rules import kueue
+from tfjob_operator.rules.gang import Gang
+from tfjob_operator.rules.pods import PodObservation
+from tfjob_operator.rules.statefulsets import StatefulSetObservation
+
+
+@dataclass(frozen=True)
+class Observation:
+    """The pods, owned StatefulSets and surroundings of one job, at `now`.
+
+    `pods` are the replica pods the spec asks for, by replica type and index (`replica_pods`);
+    `create_failures` the latest FailedCreate message of each StatefulSet that lacks pods;
+    `error` a reconcile failure that persists; `gang` the operator's gang scheduler, if any;
+    `queue` the job's place in Kueue, for a job that waits in a LocalQueue.
+    """
+
+    pods: tuple[PodObservation, ...]
+    now: datetime
+    cluster_domain: str
+    statefulsets: Sequence[StatefulSetObservation] = ()
+    create_failures: Mapping[str, str] = field(default_factory=dict)
+    error: str | None = None
+    gang: Gang | None = None
+    queue: kueue.QueueView | None = None
+
+
+def replica_pods(
+    spec: TFJobSpec | None, observed: Iterable[PodObservation]
+) -> tuple[PodObservation, ...]:
+    """The pods of the replicas the spec asks for, sorted; none for an invalid spec, which asks
+    for none (and whose pods are not even looked at)."""
+    if spec is None:
+        return ()
+    replicas = spec.replicas()
+    return tuple(
+        sorted(
+            (
+                p
+                for p in observed
+                if p.replica_type in replicas and p.index < replicas[p.replica_type].replicas
+            ),
+            key=lambda p: (p.replica_type.value, p.index),
+        )
+    )

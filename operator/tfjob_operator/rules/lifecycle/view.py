@@ -1,0 +1,98 @@
+"""The TFJob as read from the API, once per reconcile: identity, parsed spec, stored status."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pydantic import ValidationError
+
+from tfjob_operator.api.spec import API_VERSION, RunPolicy, SpecError, TFJobSpec, parse_spec
+from tfjob_operator.rules import naming
+from tfjob_operator.rules import status as st
+from tfjob_operator.rules.children import JobRef, check_additions, desired_children
+
+# The marker of a spec that broke the operator's own code: a bug to report, never a loop.
+INTERNAL_ERROR = "internal error"
+FINAL = (
+    "A failed TFJob stays failed: fix the spec, then delete and re-create the TFJob "
+    "(kubectl replace --force -f FILE)."
+)
+
+
+@dataclass(frozen=True)
+class JobView:
+    """A TFJob as read from the API: identity, parsed spec (or its problems), stored status.
+
+    `run_policy` is read on its own, so that a job whose spec is invalid still honours its
+    cleanPodPolicy and ttlSecondsAfterFinished. `warnings` are what the operator changed in
+    the spec as written (a replaced TF_CONFIG, a folded duplicate env entry).
+    """
+
+    ref: JobRef
+    spec: TFJobSpec | None
+    problems: tuple[str, ...]
+    status: st.Status
+    generation: int | None = None
+    warnings: tuple[str, ...] = ()
+    run_policy: RunPolicy = field(default_factory=RunPolicy)
+
+    @classmethod
+    def from_body(cls, body: dict[str, Any]) -> JobView:
+        meta = body.get("metadata") or {}
+        ref = JobRef(
+            meta.get("name", ""),
+            meta.get("namespace", ""),
+            meta.get("uid", ""),
+            body.get("apiVersion") or API_VERSION,
+        )
+        spec, problems, warnings = read_spec(ref, body.get("spec"))
+        return cls(
+            ref,
+            spec,
+            problems,
+            copy.deepcopy(dict(body.get("status") or {})),
+            meta.get("generation"),
+            warnings,
+            spec.run_policy if spec is not None else lenient_run_policy(body.get("spec")),
+        )
+
+    def refused(self, problem: str) -> JobView:
+        """The same job, judged invalid: Kubernetes refused what its spec makes."""
+        return replace(self, spec=None, problems=(problem,), warnings=())
+
+    def with_status(self, status: st.Status) -> JobView:
+        return replace(self, status=status)
+
+
+def read_spec(ref: JobRef, raw: Any) -> tuple[TFJobSpec | None, tuple[str, ...], tuple[str, ...]]:
+    """(spec, problems, warnings): a spec, or the problems that make it invalid.
+
+    Whatever the spec holds, this returns: a spec that makes the operator's own code fail is
+    invalid too, with a message that says so, instead of an exception in every reconcile.
+    """
+    try:
+        spec = parse_spec(raw if isinstance(raw, dict) else None)
+        problems = naming.check_job_name(ref.name, spec.replicas())
+        added_problems, added_warnings = check_additions(spec)
+        problems += added_problems
+        if not problems:
+            desired_children(ref, spec, "cluster.local")  # every builder can read it
+    except SpecError as e:
+        return None, tuple(e.problems), ()
+    except Exception as e:
+        detail = f"{type(e).__name__}: {e}"[:200]
+        return None, (f"{INTERNAL_ERROR} while reading the spec ({detail}); please report it",), ()
+    if problems:
+        return None, tuple(problems), ()
+    return spec, (), (*spec.warnings, *added_warnings)
+
+
+def lenient_run_policy(raw: Any) -> RunPolicy:
+    """The run policy of a spec that may be invalid elsewhere; defaults where it is not."""
+    policy = raw.get("runPolicy") if isinstance(raw, dict) else None
+    try:
+        return RunPolicy.model_validate(policy or {})
+    except ValidationError:
+        return RunPolicy()
