@@ -43,6 +43,7 @@ setup: venv
 lint: venv
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check operator trainer protocol tests benchmarks testbed examples
+	$(PY) -m ruff format --check docs/architecture.py
 	$(VENV)/bin/lint-imports
 	$(PY) -m mypy
 

@@ -75,7 +75,8 @@ def test_pip_is_gone(built, target: str) -> None:
 
 def test_trainer_loads_tensorflow_and_baked_mnist_read_only(built) -> None:
     script = (
-        "import json, tensorflow as tf; from tfjob_trainer import data; a = data.load_mnist(None); "
+        "import json, tensorflow as tf; from tfjob_trainer.data import mnist; "
+        "a = mnist.load_mnist(None); "
         "print(json.dumps([tf.__version__, a.source, a.x_train.shape, a.x_test.shape]))"
     )
     # As the README says to run it: read-only root, a writable /tmp, and here no network at all.

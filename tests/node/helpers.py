@@ -15,7 +15,8 @@ from tfjob_testbed.kube import wait_for
 
 TRAIN_WAIT = 600  # a few hundred steps on 2 shared cores, plus TensorFlow's start-up
 POD_WAIT = 180
-# Small and quick, as README's override suggests: digits data, few steps, frequent checkpoints.
+# Small and quick, as docs/install.md's override suggests: digits data, few steps, frequent
+# checkpoints.
 CHECKPOINT_EVERY = 50
 FAST = ["--dataset=digits", "--steps=300", "--batch-size=32", "--log-every=25"]
 FAST += [f"--checkpoint-every={CHECKPOINT_EVERY}"]

@@ -1,7 +1,7 @@
 """Faults only a real node has, injected on the host mid-training: a chief's container killed,
 kube-apiserver stopped for 20 s, kubelet and containerd restarted, a worker killed by the
 kernel's OOM killer. Each test prints one `CHAOS` line (fault, steps lost, restarts counted)
-for README's chaos table."""
+for the chaos table of docs/development.md."""
 
 from __future__ import annotations
 

@@ -119,7 +119,7 @@ def test_operator_runs_from_the_chart_two_replicas_one_leader(cluster: Cluster) 
 def test_example_trains_to_succeeded_on_the_volume(
     cluster: Cluster, namespace: str, file: str
 ) -> None:
-    """The shipped example with only its step count lowered, as README shows."""
+    """The shipped example with only its step count lowered, as docs/install.md shows."""
     text = (EXAMPLES / f"{file}.yaml").read_text()
     steps = re.search(r"--steps=(\d+)", text)
     assert steps, f"{file} sets no --steps"

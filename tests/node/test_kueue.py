@@ -2,7 +2,7 @@
 flavor, preempted mid-training (its pods really stop, the quota is given back), admitted again
 on another flavor, resumed from its checkpoint, Finished. The chart runs with
 `kueue.enabled=true`; the test plays Kueue's scheduler, writing the Workload's status through
-kubectl as Kueue would. Prints one `CHAOS` line for README's table."""
+kubectl as Kueue would. Prints one `CHAOS` line for docs/development.md's table."""
 
 from __future__ import annotations
 

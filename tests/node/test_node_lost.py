@@ -2,7 +2,8 @@
 containerd stopped for good, its containers killed) or is cut off (its pods keep running), and
 the node holding the chief is lost with a ReadWriteMany claim (the chief moves) or a
 ReadWriteOnce one (it cannot: the status says why until the node is back). Each job ends
-Succeeded at its exact target step. Each test prints one `CHAOS` line for README's table."""
+Succeeded at its exact target step. Each test prints one `CHAOS` line for
+docs/development.md's table."""
 
 from __future__ import annotations
 

@@ -59,7 +59,8 @@ def test_user_model_trains_checkpoints_and_exports(
         for c in rs["template"]["spec"]["containers"]
     }
     assert [f"docker.io/{i}" for i in images] == [example_on_node], images
-    # The chief's and the evaluator's step count lowered together, as README's override does.
+    # The chief's and the evaluator's step count lowered together, as docs/install.md's
+    # override does.
     cluster.apply(re.sub(r"--steps=\d+", f"--steps={STEPS}", text), namespace)
     name = job["metadata"]["name"]
     log = follow(cluster, leader(job), namespace).wait()

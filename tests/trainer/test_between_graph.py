@@ -10,8 +10,8 @@ import pytest
 import tensorflow as tf
 
 from tfjob_testbed.launcher import Job, details, scalars
-from tfjob_trainer import data
-from tfjob_trainer import steps as trainer_steps
+from tfjob_trainer.data import mnist
+from tfjob_trainer.model import scoring
 
 CLUSTER = {"ps": 1, "worker": 2}
 # Ten digit classes: chance is 0.10. The 784-500-10 MLP scores above 0.9 on the 297 held-out
@@ -78,10 +78,8 @@ def test_async_trains_checkpoints_logs_and_exports(make_job):
     # The export is the scored model, as a .keras file like the other strategies export.
     assert chief["export"].endswith("export/model.keras")
     model = keras.models.load_model(chief["export"])
-    files = data.prepare("digits", None)
-    assert trainer_steps.test_accuracy(model, files) == pytest.approx(
-        chief["test_accuracy"], abs=0.01
-    )
+    files = mnist.prepare("digits", None)
+    assert scoring.test_accuracy(model, files) == pytest.approx(chief["test_accuracy"], abs=0.01)
 
 
 def test_sync_aggregates_every_replica_per_step(make_job):

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from tfjob_trainer import TaskFailed
-from tfjob_trainer.checkpoints import WRITER_FILE, Checkpoints
+from tfjob_trainer.output.checkpoints import WRITER_FILE, Checkpoints
 
 
 def checkpoints(directory, writer=True):

@@ -245,10 +245,10 @@ def test_trainer_image_bakes_mnist_without_dependencies() -> None:
 def test_trainer_image_holds_mnist_record_files_where_the_trainer_looks() -> None:
     """Every task of a job would otherwise convert MNIST at its start; the files must land in
     the trainer's own cache directory under $TMPDIR, readable by whichever UID runs."""
-    from tfjob_trainer import data
+    from tfjob_trainer.data import mnist
 
-    cache = data.cache_dir("mnist").parent.name  # $TMPDIR/<cache>/mnist
-    runs = [v for v in stages()["trainer"].values("RUN") if "data.prepare('mnist', None)" in v]
+    cache = mnist.cache_dir("mnist").parent.name  # $TMPDIR/<cache>/mnist
+    runs = [v for v in stages()["trainer"].values("RUN") if "mnist.prepare('mnist', None)" in v]
     assert len(runs) == 1, stages()["trainer"].values("RUN")
     assert f"chmod -R a+rX {env_of('trainer').get('TMPDIR', '/tmp')}/{cache}" in runs[0]
 

@@ -4,14 +4,18 @@ at the end). Kueue's part is played by writing the Workload's status as Kueue do
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
 
 from tests.unit.test_lifecycle import Run, running
+from tfjob_operator.api.spec import ReplicaType
+from tfjob_operator.controller.projections import job_record
 from tfjob_operator.rules import kueue
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.children import JobRef
+from tfjob_operator.rules.lifecycle import JobView, decide, decision
 from tfjob_testbed import kueue as kq
 from tfjob_testbed.jobs import pod, tfjob
 
@@ -199,6 +203,30 @@ def test_admission_places_each_replica_type_and_starts_the_job():
     assert "ClusterQueue cq" in suspended["message"]
     assert "waiting" not in run.status
     assert d.workload.create is None and d.workload.delete is None
+
+
+def test_one_rendering_serves_the_spec_check_the_workload_and_the_placed_pods(monkeypatch):
+    """The pod templates are rendered once, when the spec is checked: the Workload and the
+    StatefulSets read them, and placing the pods on the admitted flavor leaves them as they
+    were rendered (the Workload's stay unplaced, a second decision decides the same)."""
+    run = Run(queued_job())
+    run.step(queue=view(run))
+    queue = view(run, admit(made(run)))
+    job = JobView.from_body(job_record(run.body))
+    assert job.built is not None
+    rendered = copy.deepcopy(dict(job.built.templates))
+
+    def render_again(*_args, **_kw):
+        raise AssertionError("rendered again")
+
+    monkeypatch.setattr(decision, "build", render_again)
+    first = decide(job, [], run.now, "cluster.local", queue=queue)
+    again = decide(job, [], run.now, "cluster.local", queue=queue)
+    assert dict(job.built.templates) == rendered
+    assert first.children == again.children
+    sets = {c["metadata"]["name"]: c for c in first.children if c["kind"] == "StatefulSet"}
+    assert sets["mnist-worker"]["spec"]["template"]["spec"]["nodeSelector"] == {"gpu": "a100"}
+    assert "nodeSelector" not in rendered[ReplicaType.WORKER]["spec"]
 
 
 def test_an_unread_flavor_or_a_pending_check_holds_the_job():

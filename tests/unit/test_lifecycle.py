@@ -601,7 +601,7 @@ def test_a_spec_that_breaks_our_own_code_is_invalid_not_a_crash(monkeypatch):
     def broken(*_args, **_kw):
         raise KeyError("containers")
 
-    monkeypatch.setattr(view, "desired_children", broken)
+    monkeypatch.setattr(view, "build", broken)  # where the spec check renders the templates
     run = Run(tfjob(replicas={"Worker": 1}))
     run.step()
     cond = st.find(run.status, "Failed")

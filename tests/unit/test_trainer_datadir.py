@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfjob_trainer import UsageError, datadir
+from tfjob_trainer import UsageError, plugins
+from tfjob_trainer.data import datadir
 
 
 def context(pipelines: int = 2, index: int = 0) -> tf.distribute.InputContext:
@@ -65,7 +66,7 @@ def test_every_pipeline_reads_its_own_share_and_together_all(
     per_file = 6
     everything = write_tfrecords(tmp_path, n_files, per_file)
     paths = datadir.files(tmp_path, "*.tfrecord")
-    caplog.set_level(logging.INFO, logger="tfjob_trainer.datadir")
+    caplog.set_level(logging.INFO, logger="tfjob_trainer.data.datadir")
     shares = [
         ids(datadir.sharded(context(pipelines, i), paths, tf.data.TFRecordDataset, seed=1))
         for i in range(pipelines)
@@ -291,3 +292,19 @@ def test_each_mistake_is_one_line_naming_what_to_fix(tmp_path, call, message):
         call(tmp_path)
     assert "\n" not in str(e.value)
     assert str(e.value) == message.format(d=tmp_path)
+
+
+def test_users_reach_the_helpers_at_tfjob_trainer_datadir():
+    """`from tfjob_trainer import datadir` and `--input tfjob_trainer.datadir:tfrecords` are
+    users' paths: they name every public helper of `data.datadir`, the same objects."""
+    from tfjob_trainer import datadir as public
+
+    defined = {
+        name
+        for name, value in vars(datadir).items()
+        if not name.startswith("_")
+        and (name.isupper() or getattr(value, "__module__", None) == datadir.__name__)
+    }
+    assert set(public.__all__) == defined
+    assert all(getattr(public, name) is getattr(datadir, name) for name in defined)
+    assert plugins.load("input", "tfjob_trainer.datadir:tfrecords") is datadir.tfrecords

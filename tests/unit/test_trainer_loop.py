@@ -6,9 +6,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfjob_trainer import inputs, options, sync, trainable
+from tfjob_trainer import options
 from tfjob_trainer.config import Task
-from tfjob_trainer.data import Files
+from tfjob_trainer.data import inputs
+from tfjob_trainer.data.mnist import Files
+from tfjob_trainer.model import trainable
+from tfjob_trainer.strategies import sync
 
 
 @pytest.fixture

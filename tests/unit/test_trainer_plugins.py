@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tfjob_trainer import UsageError, memory, options, plugins
+from tfjob_trainer import UsageError, options, plugins
+from tfjob_trainer.runtime import memory
 
 
 @pytest.mark.parametrize(
@@ -142,6 +143,14 @@ def test_a_function_that_cannot_be_called_as_given_is_refused(spec, given, posit
             args_flag="input-arg",
         )  # fmt: skip
     assert says in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("name", sorted(plugins.BUILTIN_MODELS))
+def test_the_built_in_models_are_at_their_public_path(name):
+    """`--model mlp` is `tfjob_trainer.model:mlp`, a path users may name themselves."""
+    from tfjob_trainer.model import mnist
+
+    assert plugins.load("model", plugins.BUILTIN_MODELS[name]) is getattr(mnist, name)
 
 
 @pytest.mark.parametrize(

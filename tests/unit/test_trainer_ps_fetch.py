@@ -8,7 +8,7 @@ import logging
 import pytest
 import tensorflow as tf
 
-from tfjob_trainer import ps
+from tfjob_trainer.strategies import ps
 
 WORKER_RESET = (
     "2 root error(s) found.\n  (0) UNAVAILABLE: recvmsg:Connection reset by peer\n"

@@ -3,7 +3,7 @@ peer answers again, never while a peer is still away or while closures finish sl
 
 from __future__ import annotations
 
-from tfjob_trainer.stall import Watchdog
+from tfjob_trainer.runtime.stall import Watchdog
 
 
 class Closure:

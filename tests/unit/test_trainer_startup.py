@@ -12,7 +12,9 @@ import types
 import pytest
 
 from tfjob_trainer import __main__ as trainer_main
-from tfjob_trainer import config, data, options, strategies
+from tfjob_trainer import config, options
+from tfjob_trainer.data import mnist
+from tfjob_trainer.strategies import registry
 
 LINE = re.compile(
     r"^start-up: import (\d+\.\d\d) s, data (\d+\.\d\d) s, peers (\d+\.\d\d) s; "
@@ -49,13 +51,13 @@ def test_run_logs_where_start_up_went(monkeypatch, caplog, task, summary, first_
     module = fake_strategy(summary)
     order: list[str] = []
 
-    def runner(name: str) -> strategies.Runner:
+    def runner(name: str) -> registry.Runner:
         order.append("import")
         return module.run
 
     monkeypatch.setattr(config, "wait_for_peers", lambda t, timeout: order.append("peers"))
-    monkeypatch.setattr(data, "prepare", lambda name, where: order.append("data"))
-    monkeypatch.setattr(strategies, "runner", runner)
+    monkeypatch.setattr(mnist, "prepare", lambda name, where: order.append("data"))
+    monkeypatch.setattr(registry, "runner", runner)
     opts = options.parse(["--strategy=parameter-server"])
 
     with caplog.at_level(logging.INFO, logger="tfjob_trainer"):
@@ -96,7 +98,7 @@ def test_scikit_learn_is_hidden_only_while_tensorflow_imports(monkeypatch, task)
     dataset imports it afterwards."""
     seen: list[object] = []
 
-    def runner(name: str) -> strategies.Runner:
+    def runner(name: str) -> registry.Runner:
         seen.append(sys.modules.get("sklearn", "absent"))
         with pytest.raises(ImportError):
             import sklearn  # noqa: F401
@@ -104,8 +106,8 @@ def test_scikit_learn_is_hidden_only_while_tensorflow_imports(monkeypatch, task)
 
     monkeypatch.delitem(sys.modules, "sklearn", raising=False)
     monkeypatch.setattr(config, "wait_for_peers", lambda t, timeout: None)
-    monkeypatch.setattr(data, "prepare", lambda name, where: None)
-    monkeypatch.setattr(strategies, "runner", runner)
+    monkeypatch.setattr(mnist, "prepare", lambda name, where: None)
+    monkeypatch.setattr(registry, "runner", runner)
     trainer_main.run(options.parse([]), task, "parameter-server")
     assert seen == [None] and sys.modules.get("sklearn", "absent") == "absent"
     import sklearn

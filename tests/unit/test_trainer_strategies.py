@@ -12,40 +12,42 @@ from pathlib import Path
 
 import pytest
 
+import tfjob_trainer
 from tfjob_protocol.result import Result
-from tfjob_trainer import config, strategies
+from tfjob_trainer import config
 from tfjob_trainer.config import Task
-from tfjob_trainer.data import Files
+from tfjob_trainer.data.mnist import Files
 from tfjob_trainer.options import Options
+from tfjob_trainer.strategies import registry
 
-TRAINER = Path(strategies.__file__).parent
+TRAINER = Path(tfjob_trainer.__file__).parent
 
 
 def test_every_strategy_and_the_evaluator_has_a_runner():
     resolvable = {s for s in config.STRATEGIES if s != "auto"}
-    assert set(strategies.RUNNERS) == resolvable | {strategies.EVALUATOR}
+    assert set(registry.RUNNERS) == resolvable | {registry.EVALUATOR}
 
 
 def test_an_unknown_name_says_which_names_there_are():
     with pytest.raises(ValueError, match=r"no runner for strategy 'ring-allreduce': one of ") as e:
-        strategies.runner("ring-allreduce")
-    assert all(name in str(e.value) for name in strategies.RUNNERS)
+        registry.runner("ring-allreduce")
+    assert all(name in str(e.value) for name in registry.RUNNERS)
 
 
 def test_looking_up_nothing_imports_no_tensorflow():
     """A bad configuration fails in a fraction of a second: __main__ and the registry import
     TensorFlow only with a runner."""
     code = (
-        "import sys, tfjob_trainer.__main__, tfjob_trainer.strategies as s\n"
+        "import sys, tfjob_trainer.__main__, tfjob_trainer.strategies.registry as s\n"
         "try:\n    s.runner('nope')\nexcept ValueError:\n    pass\n"
         "assert 'tensorflow' not in sys.modules, 'tensorflow imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
-@pytest.mark.parametrize("name", sorted(strategies.RUNNERS))
+@pytest.mark.parametrize("name", sorted(registry.RUNNERS))
 def test_every_runner_has_the_one_signature(name):
-    run = strategies.runner(name)  # imports TensorFlow: no op runs
+    run = registry.runner(name)  # imports TensorFlow: no op runs
     params = list(inspect.signature(run).parameters.values())
     assert [p.name for p in params] == ["opts", "files", "task"]
     assert all(p.default is inspect.Parameter.empty for p in params)
@@ -56,9 +58,10 @@ def test_every_runner_has_the_one_signature(name):
 
 
 def imported_packages(root: Path) -> set[str]:
-    """The top-level packages the modules under `root` import (absolute imports only)."""
+    """The top-level packages the modules under `root`, subpackages included, import (absolute
+    imports only)."""
     found = set()
-    for path in root.glob("*.py"):
+    for path in root.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 found |= {alias.name.split(".")[0] for alias in node.names}

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from tfjob_trainer import threads
+from tfjob_trainer.runtime import threads
 
 
 @pytest.fixture

@@ -23,9 +23,10 @@ from typing import Any, NoReturn
 from tfjob_protocol.local import ENV_LOCAL_PARENT
 from tfjob_protocol.result import Result
 
-from . import STARTED, TaskFailed, UsageError, config, options, strategies
-from .exits import EXIT_CONFIG, EXIT_PEER_LOST, exit_now
-from .result import line
+from . import STARTED, TaskFailed, UsageError, config, options
+from .output.result import line
+from .runtime.exits import EXIT_CONFIG, EXIT_PEER_LOST, exit_now
+from .strategies import registry
 
 log = logging.getLogger("tfjob_trainer")
 
@@ -60,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     if task is not None:
         os.environ["TF_CONFIG"] = task.tf_config()  # what TensorFlow reads: index filled in
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if strategy == "parameter-server":
+    if strategy == config.PARAMETER_SERVER:
         os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")  # failures reach the coordinator
     role = "local" if task is None else f"{task.type}:{task.index}"
     try:
@@ -111,7 +112,7 @@ def check_evaluator(opts: options.Options, task: config.Task | None, strategy: s
             "the evaluator follows the training's checkpoints: give it the chief's "
             "--checkpoint-dir (or TFJOB_CHECKPOINT_DIR; in a TFJob, add a checkpoint: section)"
         )
-    if strategy == "between-graph":
+    if strategy == config.BETWEEN_GRAPH:
         raise config.ConfigError(
             "the evaluator reads TF2 checkpoints; between-graph writes "
             "TF1 ones: drop the Evaluator or use another strategy"
@@ -121,7 +122,7 @@ def check_evaluator(opts: options.Options, task: config.Task | None, strategy: s
 def check_plugins(opts: options.Options, strategy: str) -> None:
     """Between-graph training runs TF1 graphs, where Keras 3 models cannot be built: only the
     built-in MNIST model and input have a graph-mode form."""
-    if strategy == "between-graph" and not (opts.builtin_model and opts.builtin_input):
+    if strategy == config.BETWEEN_GRAPH and not (opts.builtin_model and opts.builtin_input):
         raise config.ConfigError(
             "between-graph (TF1 graph mode) trains only the built-in MNIST models: Keras 3 "
             "cannot build a model in graph mode. Use --strategy parameter-server (the same "
@@ -135,9 +136,9 @@ def writes_checkpoints(task: config.Task | None, strategy: str) -> bool:
         return True
     if task.type == "evaluator":
         return False
-    if strategy == "parameter-server":
+    if strategy == config.PARAMETER_SERVER:
         return task.type in config.CHIEF_TYPES
-    if strategy == "between-graph":
+    if strategy == config.BETWEEN_GRAPH:
         return task.is_chief
     return True
 
@@ -198,16 +199,16 @@ def run(opts: options.Options, task: config.Task | None, strategy: str) -> Resul
     # records of the others (a large share of the chief's time to its first step on the real
     # node) before each started its own CPU-bound work.
     with clock.part("import"), _hidden("sklearn"):
-        runner = strategies.runner(strategies.EVALUATOR if evaluator else strategy)
-        from . import threads
+        runner = registry.runner(registry.EVALUATOR if evaluator else strategy)
+        from .runtime import threads
 
         # Before TensorFlow's first op (a user's module may run one).
         threads.configure(clustered=task is not None)
         check_functions(opts, task)
     with clock.part("data"):
-        from . import data
+        from .data import mnist
 
-        files = data.prepare(opts.dataset, opts.data_dir) if reads_mnist(opts, task) else None
+        files = mnist.prepare(opts.dataset, opts.data_dir) if reads_mnist(opts, task) else None
     if files is not None:
         log.info(
             "data: %s (%d train, %d test examples)", files.source, files.train_size, files.test_size
@@ -244,9 +245,9 @@ def check_functions(opts: options.Options, task: config.Task | None) -> None:
             f"the Evaluator needs --eval-input for {opts.model}: a function returning one "
             "pass over the evaluation data"
         )
-    from . import model, trainable
+    from .model import build, trainable
 
-    model.model_plugin(opts)
+    build.model_plugin(opts)
     trainable.input_plugin(opts)
     trainable.input_plugin(opts, "eval-input")
 

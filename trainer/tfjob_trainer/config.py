@@ -22,7 +22,13 @@ TASK_TYPES = ("chief", "master", "ps", "worker", "evaluator")
 CHIEF_TYPES = ("chief", "master")
 # The tasks that train, in rank order: chief first, then the workers.
 TRAINER_TYPES = (*CHIEF_TYPES, "worker")
-STRATEGIES = ("auto", "parameter-server", "multi-worker-mirrored", "mirrored", "between-graph")
+# The one list of strategies: `--strategy` offers them ("auto" picks one of the others from the
+# cluster) and `strategies.registry` binds each of the others to its runner, by these names.
+PARAMETER_SERVER = "parameter-server"
+MULTI_WORKER_MIRRORED = "multi-worker-mirrored"
+MIRRORED = "mirrored"
+BETWEEN_GRAPH = "between-graph"
+STRATEGIES = ("auto", PARAMETER_SERVER, MULTI_WORKER_MIRRORED, MIRRORED, BETWEEN_GRAPH)
 
 # `"index": }` or `"index": $(TFJOB_TASK_INDEX)`: the index Kubernetes did not fill in.
 _UNFILLED_INDEX = re.compile(r'("index"\s*:\s*)(\$\([A-Z_]+\))?(\s*[,}])')
@@ -158,8 +164,8 @@ def _bad_index(task: dict[str, object], unfilled: re.Match[str] | None) -> str:
 def resolve_strategy(requested: str, task: Task | None) -> str:
     """The strategy to run, checked against the cluster; `auto` picks one."""
     if task is None:
-        if requested in ("auto", "mirrored"):
-            return "mirrored"
+        if requested in ("auto", MIRRORED):
+            return MIRRORED
         raise ConfigError(
             f"TF_CONFIG is not set, and --strategy {requested} needs a cluster; set TF_CONFIG "
             "(the operator does) or use --strategy mirrored for one process"
@@ -173,11 +179,11 @@ def resolve_strategy(requested: str, task: Task | None) -> str:
     if requested == "auto":
         if task.num_ps:
             # TF2's coordinator needs a chief; without one this is the classic TF1 layout.
-            strategy = "parameter-server" if task.has_chief else "between-graph"
+            strategy = PARAMETER_SERVER if task.has_chief else BETWEEN_GRAPH
         elif task.num_tasks > 1:
-            strategy = "multi-worker-mirrored"
+            strategy = MULTI_WORKER_MIRRORED
         else:
-            strategy = "mirrored"
+            strategy = MIRRORED
     problem = _strategy_problem(strategy, task)
     if problem:
         raise ConfigError(f"--strategy {strategy}: {problem}")
@@ -185,20 +191,20 @@ def resolve_strategy(requested: str, task: Task | None) -> str:
 
 
 def _strategy_problem(strategy: str, task: Task) -> str | None:
-    if strategy == "parameter-server":
+    if strategy == PARAMETER_SERVER:
         if not task.num_ps or not task.num_workers:
             return "the cluster needs ps and worker tasks"
         if not task.has_chief:
             return "the cluster needs a chief to coordinate"
-    elif strategy == "multi-worker-mirrored":
+    elif strategy == MULTI_WORKER_MIRRORED:
         if task.num_ps:
             return "the cluster has ps tasks; use parameter-server or between-graph"
         if task.type == "evaluator":
             return None
-    elif strategy == "mirrored":
+    elif strategy == MIRRORED:
         if task.num_tasks > 1 and task.type != "evaluator":
             return "the cluster has several tasks; mirrored runs in one process"
-    elif strategy == "between-graph" and (not task.num_ps or not task.num_workers):
+    elif strategy == BETWEEN_GRAPH and (not task.num_ps or not task.num_workers):
         return "the cluster needs ps and worker tasks"
     return None
 

@@ -55,7 +55,7 @@ class Options:
 
     @property
     def builtin_input(self) -> bool:
-        """MNIST, digits or synthetic, prepared by `data.prepare`."""
+        """MNIST, digits or synthetic, prepared by `data.mnist.prepare`."""
         return self.input is None
 
     @property

@@ -156,7 +156,8 @@ class SchedulingPolicy(_Model):
 
 
 # Past Kubernetes' own 40 s node-monitor grace: kubelet restarts and network blips end well
-# before; a node gone longer holds back every other replica of the job (README argues it).
+# before; a node gone longer holds back every other replica of the job (docs/lifecycle.md
+# argues it).
 NODE_LOST_TIMEOUT_SECONDS = 120
 
 

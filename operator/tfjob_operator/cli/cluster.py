@@ -116,7 +116,7 @@ class Cluster:
         return CliError(f"cannot {what}: {body.get('message') or e.reason}")
 
     def job(self, name: str) -> dict[str, Any]:
-        return self.call(
+        found: dict[str, Any] = self.call(
             f"read {KIND} {name}",
             self.custom.get_namespaced_custom_object,
             self.group,
@@ -125,6 +125,7 @@ class Cluster:
             PLURAL,
             name,
         )
+        return found
 
     def pods(self, job: str) -> list[Any]:
         """The job's replica pods (not its TensorBoard), in replica order."""
@@ -356,7 +357,7 @@ def _tensorboard_pod(cluster: Cluster, job: str) -> str:
             cluster.namespace,
             label_selector=selector,
         ).items
-        running = [p.metadata.name for p in pods if p.status.phase == "Running"]
+        running: list[str] = [p.metadata.name for p in pods if p.status.phase == "Running"]
         if running:
             return running[0]
         if time.monotonic() > deadline:

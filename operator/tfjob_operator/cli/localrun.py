@@ -40,12 +40,15 @@ from tfjob_protocol.local import ENV_LOCAL_PARENT
 from tfjob_protocol.result import Result, parse_last
 
 DEFAULT_ENTRYPOINT = [sys.executable, "-m", "tfjob_trainer"]
+# The cluster domain the rules are given: no DNS name they make is ever resolved here.
+LOCAL_DOMAIN = "local"
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 @dataclass
@@ -91,7 +94,7 @@ class Runner:
         verbose: bool = False,
     ) -> None:
         self.body = body
-        self.view = JobView.from_body(body)
+        self.view = JobView.from_body(body, LOCAL_DOMAIN)
         self.workdir = workdir
         self.out = out
         self.colour = out.isatty()
@@ -188,7 +191,7 @@ class Runner:
             self.view.with_status(self.status),
             [t.observation(self.view.ref.name) for t in self.tasks],
             datetime.now(UTC),
-            "local",
+            LOCAL_DOMAIN,
         )
         for _type, reason, message in decision.events:
             self.say(f"[tfjob] {reason}: {message}")

@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _cluster_commands(sub: argparse._SubParsersAction) -> None:
+def _cluster_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The commands that work on a cluster, with kubectl's connection flags."""
     where = argparse.ArgumentParser(add_help=False)
     where.add_argument("-n", "--namespace", help="default: the kubeconfig context's, else default")

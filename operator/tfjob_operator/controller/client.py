@@ -10,7 +10,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 import kubernetes
 
@@ -287,10 +287,10 @@ class Kube:
     def patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         """Merge-patch the status subresource; return the object as stored."""
         self._fence()
-        stored: Any = self.custom.patch_namespaced_custom_object_status(
+        stored = self.custom.patch_namespaced_custom_object_status(
             self.group, VERSION, namespace, PLURAL, name, {"status": patch}, _content_type=MERGE
         )
-        return stored
+        return cast(dict[str, Any], stored)  # the client types a custom object as `object`
 
     def workload_version(self) -> str | None:
         """The newest Workload API version Kueue serves here; None without Kueue."""

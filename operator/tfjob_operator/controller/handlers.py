@@ -31,12 +31,12 @@ from tfjob_operator.controller.config import OperatorConfig
 from tfjob_operator.controller.leader import LeaderElector
 from tfjob_operator.controller.projections import ChildChanges, job_record
 from tfjob_operator.controller.ratelimit import TokenBucket
-from tfjob_operator.controller.reconcile import Reconciler
+from tfjob_operator.controller.reconcile import JobKey, Reconciler
 from tfjob_operator.controller.workqueue import WorkQueue
 from tfjob_operator.rules import naming
 from tfjob_operator.rules.gang import Gang
-from tfjob_operator.rules.pods import observe
-from tfjob_operator.rules.statefulsets import observe_statefulset
+from tfjob_operator.rules.pods import PodObservation, observe
+from tfjob_operator.rules.statefulsets import StatefulSetObservation, observe_statefulset
 
 OURS = {naming.LABEL_MANAGED_BY: naming.MANAGED_BY}
 # Sent with every watch and list of children: the API server filters, so another tenant's
@@ -202,19 +202,25 @@ def login(memo: kopf.Memo, **kwargs: Any) -> kopf.ConnectionInfo | None:
 # Indexers are coroutines: kopf runs a plain function in a thread of its executor, a hop per
 # event that costs more than the function itself. (kopf types `namespace` as optional, for
 # cluster-scoped resources; everything watched here is namespaced, hence the ignores.)
-async def tfjobs(body: kopf.Body, namespace: str, name: str, **_: Any) -> dict[Any, Any]:
+async def tfjobs(
+    body: kopf.Body, namespace: str, name: str, **_: Any
+) -> dict[JobKey, dict[str, Any]]:
     return {(namespace, name): job_record(body)}
 
 
 @kopf.index("pods", labels=OURS)  # type: ignore[arg-type]
-async def tfjob_pods(body: kopf.Body, namespace: str, labels: kopf.Labels, **_: Any) -> Any:
+async def tfjob_pods(
+    body: kopf.Body, namespace: str, labels: kopf.Labels, **_: Any
+) -> dict[JobKey, PodObservation] | None:
     obs = observe(dict(body))
     job = labels.get(naming.LABEL_JOB_NAME)
     return {(namespace, job): obs} if obs is not None and job else None
 
 
 @kopf.index("apps", "v1", "statefulsets", labels=OURS)  # type: ignore[arg-type]
-async def tfjob_statefulsets(body: kopf.Body, namespace: str, labels: kopf.Labels, **_: Any) -> Any:
+async def tfjob_statefulsets(
+    body: kopf.Body, namespace: str, labels: kopf.Labels, **_: Any
+) -> dict[JobKey, StatefulSetObservation] | None:
     obs = observe_statefulset(dict(body))
     job = labels.get(naming.LABEL_JOB_NAME)
     return {(namespace, job): obs} if obs is not None and job else None

@@ -250,7 +250,8 @@ class LeaderElector:
             if e.status == 404:
                 return None
             raise
-        return json.loads(response.data)
+        lease: dict[str, Any] = json.loads(response.data)
+        return lease
 
     @property
     def _timeout(self) -> float:

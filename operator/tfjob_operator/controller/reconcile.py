@@ -12,7 +12,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -142,9 +142,10 @@ class Reconciler:
     kube: Kube
     cluster_domain: str
     gang: Gang | None = None
-    jobs: Mapping[JobKey, Any] = field(default_factory=dict)  # kopf index: key -> [body]
-    pods: Mapping[JobKey, Any] = field(default_factory=dict)  # kopf index: key -> [observation]
-    statefulsets: Mapping[JobKey, Any] = field(default_factory=dict)  # kopf index: key -> [obs]
+    # kopf's indexes (`handlers.py`): key -> [job record], [pod], [StatefulSet].
+    jobs: Mapping[JobKey, Collection[dict[str, Any]]] = field(default_factory=dict)
+    pods: Mapping[JobKey, Collection[PodObservation]] = field(default_factory=dict)
+    statefulsets: Mapping[JobKey, Collection[StatefulSetObservation]] = field(default_factory=dict)
     # Seconds that only ever go forward: when a count write is due, how long a job failed, ...
     clock: Callable[[], float] = time.monotonic
     # Per job, everything remembered between reconciles: forgetting a job is one pop.
@@ -240,14 +241,15 @@ class Reconciler:
         return body
 
     def _view(self, key: JobKey, body: dict[str, Any]) -> JobView:
-        """The job's view; the spec is parsed again only when its generation changes."""
+        """The job's view; the spec is parsed again only when its generation changes. The pod
+        templates its check renders serve this reconcile's decision; they are not kept."""
         meta = body["metadata"]
         stamp = (meta.get("uid"), meta.get("generation"), meta.get("name"))
         job = self._job(key)
         if job.view is not None and job.view[0] == stamp and meta.get("generation") is not None:
             return job.view[1].with_status(dict(body.get("status") or {}))
-        view = JobView.from_body(body)
-        job.view = (stamp, view)
+        view = JobView.from_body(body, self.cluster_domain, self.gang)
+        job.view = (stamp, view.without_built())
         return view
 
     async def __call__(self, key: JobKey) -> float | None:

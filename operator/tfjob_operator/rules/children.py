@@ -296,6 +296,74 @@ def pod_templates(
     return templates
 
 
+@dataclass(frozen=True)
+class Built:
+    """A job's pod templates, rendered once for one cluster domain and gang: the spec check,
+    the Kueue Workload and the StatefulSets all read these, instead of each rendering its own.
+
+    The templates are shared by whatever is made from them: a reader copies what it changes.
+    """
+
+    job: JobRef
+    spec: TFJobSpec
+    cluster_domain: str
+    gang: Gang | None
+    templates: Mapping[ReplicaType, dict[str, Any]]
+
+    def serves(self, job: JobRef, spec: TFJobSpec, cluster_domain: str, gang: Gang | None) -> bool:
+        """Whether these templates are the ones `build` would make for that (the very spec
+        object: a spec is never changed once parsed)."""
+        return (
+            self.spec is spec
+            and self.job == job
+            and self.cluster_domain == cluster_domain
+            and self.gang == gang
+        )
+
+
+def build(job: JobRef, spec: TFJobSpec, cluster_domain: str, gang: Gang | None = None) -> Built:
+    """Render the job's pod templates, the costly part of its children (copies, TF_CONFIG)."""
+    return Built(job, spec, cluster_domain, gang, pod_templates(job, spec, cluster_domain, gang))
+
+
+def _placed(template: dict[str, Any], placement: Placement) -> dict[str, Any]:
+    """A built template with what admission assigned: `place` writes new values into the
+    metadata and the pod spec, so only those two dicts are copied, not the containers."""
+    copied = {**template, "metadata": dict(template["metadata"]), "spec": dict(template["spec"])}
+    place(copied, placement)
+    return copied
+
+
+def children(
+    built: Built,
+    *,
+    scaled_down: bool = False,
+    placement: Mapping[ReplicaType, Placement] | None = None,
+) -> list[Manifest]:
+    """Everything the job owns, in creation order: claim, Services, PodGroup, StatefulSets.
+
+    `scaled_down` keeps every StatefulSet at 0 pods (finished, suspended or queued jobs);
+    `placement` is what Kueue's admission gives each replica type's pods. The pods join
+    `built.gang`, if any, as one PodGroup.
+    """
+    job, spec = built.job, built.spec
+    ports = replica_ports(spec)
+    made: list[Manifest] = []
+    claim = checkpoint_claim(job, spec)
+    if claim is not None:
+        made.append(claim)
+    replicas = spec.replicas()
+    made.extend(service(job, rt, ports[rt]) for rt in replicas)
+    if built.gang is not None:
+        made.append(pod_group(built.gang, job, spec))
+    for rt, template in built.templates.items():
+        if placement is not None and rt in placement:
+            template = _placed(template, placement[rt])
+        count = 0 if scaled_down else replicas[rt].replicas
+        made.append(statefulset(job, rt, count, template))
+    return made
+
+
 def desired_children(
     job: JobRef,
     spec: TFJobSpec,
@@ -305,24 +373,8 @@ def desired_children(
     gang: Gang | None = None,
     placement: Mapping[ReplicaType, Placement] | None = None,
 ) -> list[Manifest]:
-    """Everything the job owns, in creation order: claim, Services, PodGroup, StatefulSets.
-
-    `scaled_down` keeps every StatefulSet at 0 pods (finished, suspended or queued jobs);
-    `gang` makes the pods one PodGroup of that gang scheduler; `placement` is what Kueue's
-    admission gives each replica type's pods.
-    """
-    ports = replica_ports(spec)
-    children: list[Manifest] = []
-    claim = checkpoint_claim(job, spec)
-    if claim is not None:
-        children.append(claim)
-    replicas = spec.replicas()
-    children.extend(service(job, rt, ports[rt]) for rt in replicas)
-    if gang is not None:
-        children.append(pod_group(gang, job, spec))
-    for rt, template in pod_templates(job, spec, cluster_domain, gang).items():
-        if placement is not None and rt in placement:
-            place(template, placement[rt])
-        count = 0 if scaled_down else replicas[rt].replicas
-        children.append(statefulset(job, rt, count, template))
-    return children
+    """`children` of a fresh `build`, for a caller that has only the spec (the tests, the
+    benchmarks); a reconcile builds once and reads the same templates everywhere."""
+    return children(
+        build(job, spec, cluster_domain, gang), scaled_down=scaled_down, placement=placement
+    )

@@ -8,19 +8,16 @@ from datetime import datetime
 from tfjob_operator.api.spec import ReplicaType, TFJobSpec
 from tfjob_operator.rules import kueue
 from tfjob_operator.rules import status as st
-from tfjob_operator.rules.children import JobRef, Manifest, pod_templates
+from tfjob_operator.rules.children import Built, Manifest
 from tfjob_operator.rules.lifecycle.change import Change, Condition
 from tfjob_operator.rules.lifecycle.observation import Observation
 
 
-def wanted_workload(ref: JobRef, spec: TFJobSpec, seen: Observation) -> Manifest | None:
-    """The Workload the job asks admission with, as it stands now."""
-    queue = seen.queue
-    if queue is None:
-        return None
-    templates = pod_templates(ref, spec, seen.cluster_domain, seen.gang)
-    sets = kueue.podsets(spec, templates)
-    return kueue.workload(ref, queue.version, queue.queue, sets, queue.priority)
+def wanted_workload(built: Built, queue: kueue.QueueView) -> Manifest:
+    """The Workload the job asks admission with, as it stands now: its pod templates as
+    rendered for its children, before admission places them."""
+    sets = kueue.podsets(built.spec, built.templates)
+    return kueue.workload(built.job, queue.version, queue.queue, sets, queue.priority)
 
 
 def admission(

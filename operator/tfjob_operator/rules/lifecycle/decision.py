@@ -4,7 +4,8 @@ everything the operator should make true, with the rules applied in their order.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping, Sequence
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 from tfjob_operator.api.spec import ReplicaType, TFJobSpec
 from tfjob_operator.rules import kueue
 from tfjob_operator.rules import status as st
-from tfjob_operator.rules.children import JobRef, Manifest
+from tfjob_operator.rules.children import Built, JobRef, Manifest, build
 from tfjob_operator.rules.gang import Gang, ignored_fields
 from tfjob_operator.rules.lifecycle.admission import (
     admission,
@@ -207,7 +208,8 @@ def _decide_valid(
 ) -> Decision:
     """The lifecycle of a job whose spec is valid: pods -> status, and its children."""
     prior = job.status
-    wanted = wanted_workload(job.ref, spec, seen)
+    templates = _templates(job, spec, seen)
+    wanted = None if seen.queue is None else wanted_workload(templates(), seen.queue)
     held, places = admission(seen.queue, wanted)
     requeue: tuple[float, ...] = ()
     gone: tuple[PodObservation, ...] = ()
@@ -221,13 +223,23 @@ def _decide_valid(
     decision.events += waiting_events(prior, status)
     # Also once the job has failed over it: the pod holds its identity (and a GPU) still.
     decision.delete_pods = [(p.name, p.uid) for p in gone]
-    own = owned(job.ref, spec, prior, seen, finished, suspended, places)
+    own = owned(job.ref, spec, prior, seen, None if finished else templates(), suspended, places)
     decision.children, decision.delete_children = own.children, own.delete
     decision.label_pods = own.label_pods
     if seen.queue is not None and wanted is not None:
         decision.workload = workload_decision(seen.queue, wanted, status, spec, seen, finished)
     decision.requeue_after = min(requeue) if requeue else None
     return decision
+
+
+def _templates(job: JobView, spec: TFJobSpec, seen: Observation) -> Callable[[], Built]:
+    """The job's pod templates, rendered at most once and only when asked for (a finished job
+    outside Kueue needs none): the ones the spec check rendered serve when they were rendered
+    for this cluster domain and gang."""
+    checked = job.built
+    if checked is not None and checked.serves(job.ref, spec, seen.cluster_domain, seen.gang):
+        return lambda: checked
+    return functools.cache(lambda: build(job.ref, spec, seen.cluster_domain, seen.gang))
 
 
 def _run(

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from tfjob_operator.api.spec import ReplicaType, TFJobSpec
 from tfjob_operator.rules import kubeflow, kueue, naming, tensorboard
 from tfjob_operator.rules import status as st
-from tfjob_operator.rules.children import JobRef, Manifest, desired_children
+from tfjob_operator.rules.children import Built, JobRef, Manifest, children
 from tfjob_operator.rules.lifecycle.observation import Observation
 
 
@@ -27,31 +27,22 @@ def owned(
     spec: TFJobSpec,
     prior: st.Status,
     seen: Observation,
-    finished: bool,
+    built: Built | None,
     suspended: bool,
     places: dict[ReplicaType, kueue.Placement] | None,
 ) -> Owned:
-    """A finished job keeps only its TensorBoard, which goes with the TFJob or when it leaves
-    the spec; a running one gets every child, scaled to 0 while `suspended`, and the owned
-    StatefulSets (with their Services) of replica types that left the spec go."""
-    children = tensorboard.children(ref, spec)
+    """A finished job (`built` None: it needs no pod template) keeps only its TensorBoard,
+    which goes with the TFJob or when it leaves the spec; a running one gets every child made
+    from `built`, scaled to 0 while `suspended`, and the owned StatefulSets (with their
+    Services) of replica types that left the spec go."""
+    board = tensorboard.children(ref, spec)
     delete: list[tuple[str, str]] = []
     if spec.tensorboard is None and prior.get("tensorboard"):
-        board = naming.tensorboard_name(ref.name)
-        delete = [("Deployment", board), ("Service", board)]
-    if finished:
-        return Owned(children, delete)
-    children = (
-        desired_children(
-            ref,
-            spec,
-            seen.cluster_domain,
-            scaled_down=suspended,
-            gang=seen.gang,
-            placement=places,
-        )
-        + children
-    )
+        name = naming.tensorboard_name(ref.name)
+        delete = [("Deployment", name), ("Service", name)]
+    if built is None:
+        return Owned(board, delete)
+    made = children(built, scaled_down=suspended, placement=places) + board
     replicas = spec.replicas()
     has_chief = any(rt.is_chief_like and rs.replicas for rt, rs in replicas.items())
     # Once its container has started: then a pod has logs to read, and the writes come
@@ -64,14 +55,14 @@ def owned(
         ),
         has_chief,
     )
-    wanted = {c["metadata"]["name"] for c in children}
+    wanted = {c["metadata"]["name"] for c in made}
     delete += [
         (kind, s.name)
         for s in seen.statefulsets
         if s.name not in wanted
         for kind in ("StatefulSet", "Service")
     ]
-    return Owned(children, delete, label_pods)
+    return Owned(made, delete, label_pods)
 
 
 def tensorboard_status(ref: JobRef, spec: TFJobSpec, cluster_domain: str) -> dict[str, str] | None:

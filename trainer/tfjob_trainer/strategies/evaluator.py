@@ -16,10 +16,11 @@ import tensorflow as tf
 
 from tfjob_protocol.result import Result
 
-from . import metrics, result, summaries, trainable
-from .config import Task
-from .data import Files
-from .options import Options
+from ..config import Task
+from ..data.mnist import Files
+from ..model import metrics, trainable
+from ..options import Options
+from ..output import result, summaries
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from . import STARTED
+from .. import STARTED
 from .summaries import Details
 
 

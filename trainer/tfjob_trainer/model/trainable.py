@@ -18,15 +18,18 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from . import UsageError, metrics, plugins
-from .data import Files, read_test
+from .. import UsageError, plugins
+from ..data.mnist import Files, read_test
+from ..options import Options
+from . import metrics
+from .build import build, build_optimizer, model_plugin
 from .metrics import BatchMetrics, check_batch
-from .model import build, build_optimizer, model_plugin
-from .options import Options
 
 log = logging.getLogger(__name__)
 
-StepFn = Callable[..., tuple[tf.Tensor, tuple[tf.Tensor, ...]]]
+# A step's loss and its metrics' batch means.
+StepOut = tuple[tf.Tensor, tuple[tf.Tensor, ...]]
+StepFn = Callable[..., StepOut]
 EVAL_BATCH = 2000  # the built-in evaluation's batch
 # What Keras and TensorFlow raise for a shape or dtype that does not fit (a cast that does not
 # exist, e.g. string labels for a regression, is Unimplemented).
@@ -129,7 +132,7 @@ def make_step_fn(t: Trainable) -> StepFn:
     metric's batch mean divided likewise, so a SUM across replicas gives the mean."""
     model, optimizer, batch_metrics = t.model, t.optimizer, t.metrics
 
-    def step_fn(x: Any, y: Any, sample_weight: Any = None) -> tuple[tf.Tensor, tuple]:
+    def step_fn(x: Any, y: Any, sample_weight: Any = None) -> StepOut:
         with tf.GradientTape() as tape:
             y_pred = model(x, training=True)
             loss = model.compute_loss(

@@ -7,9 +7,9 @@ asynchronous (each worker applies its gradients as they come), or with `--sync` 
 `SyncReplicasOptimizer`. The chief initializes or restores the variables, saves TF1 checkpoints
 (written by the chief itself, so only the chief needs the checkpoint volume), logs and writes
 TensorBoard scalars. At the end it measures test accuracy with the graph and exports the weights
-as `<export-dir>/weights.npz`, in the order `model.build_model(kind).set_weights` takes.
+as `<export-dir>/weights.npz`, in the order `model.mnist.build_model(kind).set_weights` takes.
 Keras 3 does not run in graph mode and eager cannot come back once disabled, so a fresh process
-(`keras_export.py`) turns those weights into `<export-dir>/model.keras`, as the other modes
+(`output/keras_export.py`) turns those weights into `<export-dir>/model.keras`, as the other modes
 export.
 """
 
@@ -32,12 +32,14 @@ import tensorflow.compat.v1 as v1  # a module, not a variable: its classes serve
 
 from tfjob_protocol.result import Result
 
-from . import STARTED, keras_export, result, summaries, threads
-from .config import TRAINER_TYPES, Task
-from .data import IMAGE_BYTES, Files, read_test
-from .options import Options
-from .progress import Progress
-from .serving import serve_until_stopped
+from .. import STARTED
+from ..config import TRAINER_TYPES, Task
+from ..data.mnist import IMAGE_BYTES, Files, read_test
+from ..options import Options
+from ..output import keras_export, result, summaries
+from ..output.progress import Progress
+from ..runtime import threads
+from ..runtime.serving import serve_until_stopped
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +70,7 @@ def build_model(
     kind: str, x: tf.Tensor, hidden_units: int = 500
 ) -> tuple[tf.Tensor, list[tf.Variable]]:
     """Logits and the weights in Keras `get_weights` order, so the export loads into
-    `model.build_model(kind, hidden_units)` (Keras 3 itself does not run in graph mode)."""
+    `model.mnist.build_model(kind, hidden_units)` (Keras 3 itself does not run in graph mode)."""
     weights: list[tf.Variable] = []
     glorot = v1.glorot_uniform_initializer()
 
@@ -111,7 +113,8 @@ def batches(files: Files, batch_size: int, seed: list[int]) -> Iterator[tuple[np
             yield x[idx].astype(np.float32) / 255.0, y[idx]
 
 
-class _PollingWorkerSessionCreator(v1.train.WorkerSessionCreator):
+# TensorFlow's classes are Any to mypy (it has no annotations): the hooks below subclass them.
+class _PollingWorkerSessionCreator(v1.train.WorkerSessionCreator):  # type: ignore[misc]
     """A worker's session creator that checks for the chief's initialization every second:
     the stock one waits 30 s between checks, which is most of a short job."""
 
@@ -130,7 +133,7 @@ class _PollingWorkerSessionCreator(v1.train.WorkerSessionCreator):
         return self._session_manager
 
 
-class _SyncChiefHook(v1.train.SessionRunHook):
+class _SyncChiefHook(v1.train.SessionRunHook):  # type: ignore[misc]
     """Sync mode, chief: what `SyncReplicasOptimizer.make_session_run_hook(True)` does, plus a
     clean end. The chief's queue runner always ends blocked in `take_grad`, waiting for a round
     of gradients that never comes; the stock hook's runner then holds up the session close for
@@ -167,7 +170,7 @@ class _SyncChiefHook(v1.train.SessionRunHook):
             session.run(self._release_op)
 
 
-class _ExportHook(v1.train.SessionRunHook):
+class _ExportHook(v1.train.SessionRunHook):  # type: ignore[misc]
     """Chief: before the session closes, score the test set and export the weights. The first
     batch of the test set and the weights come from one `run`, so in async mode (where other
     workers may still land an update) the export is the model that was scored."""
@@ -206,7 +209,7 @@ def _to_keras(weights: Path, opts: Options) -> Path:
         [
             sys.executable,
             "-m",
-            "tfjob_trainer.keras_export",
+            "tfjob_trainer.output.keras_export",
             str(weights),
             opts.model,
             str(opts.hidden_units),

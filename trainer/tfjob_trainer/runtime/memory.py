@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import UsageError
+from .. import UsageError
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +132,8 @@ def variable_bytes(model: Any, optimizer: Any) -> tuple[list[int], list[str]]:
 
     def size(v: Any) -> int:
         # Keras variables name their dtype as a string, TensorFlow's as a DType.
-        return int(np.prod(v.shape)) * np.dtype(getattr(v.dtype, "name", v.dtype)).itemsize
+        itemsize: int = np.dtype(getattr(v.dtype, "name", v.dtype)).itemsize
+        return int(np.prod(v.shape)) * itemsize
 
     trainable = {id(v) for v in model.trainable_variables}
     slot_bytes = sum(size(v) for v in optimizer.variables if len(v.shape) > 0)

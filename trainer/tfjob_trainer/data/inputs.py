@@ -1,4 +1,4 @@
-"""The two ways training batches reach a TF2 step, both from the record files `data.prepare`
+"""The two ways training batches reach a TF2 step, both from the record files `mnist.prepare`
 writes: a tf.data pipeline (parameter-server workers, several devices in one process) and
 batches gathered inside the step (one replica per process)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from .data import IMAGE_BYTES, Files
+from .mnist import IMAGE_BYTES, Files
 
 
 def train_dataset(

@@ -7,7 +7,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from .data import Files, read_test
+from ..data.mnist import Files, read_test
 
 
 def per_example_loss(labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:

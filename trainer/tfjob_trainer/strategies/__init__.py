@@ -1,0 +1,1 @@
+"""How a task trains: one runner per strategy, the evaluator's, and the registry naming them."""
