@@ -79,7 +79,7 @@ class Repo:
     pkgs: dict[str, Path]
     # package -> its layers (a layers contract whose container is the package itself)
     layers: dict[str, list[list[str]]] = field(default_factory=dict)
-    # "package.member" -> the layers of a contract on a package inside that member
+    # "package.member" -> the layers of each contract on a package inside that member
     inner: dict[str, list[str]] = field(default_factory=dict)
 
     @classmethod
@@ -102,7 +102,9 @@ class Repo:
                 elif len(parts) > 2:
                     rows = [" · ".join(_split(layer)) for layer in c["layers"]]
                     where = "/".join(parts[2:])
-                    repo.inner[".".join(parts[:2])] = [f"{where}/, top to bottom:", *rows]
+                    repo.inner.setdefault(".".join(parts[:2]), []).extend(
+                        [f"{where}/, top to bottom:", *rows]
+                    )
         return repo
 
     def unit(self, module: str) -> str | None:

@@ -438,7 +438,7 @@ class ControlPlane:
                 f"--flex-volume-plugin-dir={self.workdir / 'flexvolume'}",
                 "--controllers=*",
                 # A lost node is NotReady ~20 s after its last status, for test speed (the
-                # default is 40 s); its kubelet posts every 4 s with a 20 s lease (node.py).
+                # default is 40 s); its kubelet posts every 4 s with a 20 s lease (realnode.py).
                 *(["--node-monitor-grace-period=20s"] if self.node else []),
             ],
         )

@@ -12,10 +12,10 @@ Why it is built this way:
   (node 1's pods, the cluster DNS and the API server on 10.244.0.1) to the host. Its
   kube-proxy runs in there and writes only that namespace's iptables.
 - kubelet and containerd write fixed paths whatever their configured roots
-  (`node.FIXED_PATHS`: the device-plugin and pod-resources sockets, CNI caches, shim sockets),
-  containerd keeps its pods' network namespaces in /run/netns, and kubelet removes the
-  /var/log/pods directories of pods it does not know: two kubelets sharing them would delete
-  each other's logs. So node 2 runs in a mount namespace of its own, in which private
+  (`realnode.FIXED_PATHS`: the device-plugin and pod-resources sockets, CNI caches, shim
+  sockets), containerd keeps its pods' network namespaces in /run/netns, and kubelet removes
+  the /var/log/pods directories of pods it does not know: two kubelets sharing them would
+  delete each other's logs. So node 2 runs in a mount namespace of its own, in which private
   directories (under its state dir) are bind-mounted over those paths. The namespace is bound
   to a file in the state dir, so it outlives its processes and teardown finds it.
 - kubelet-2's `cgroupRoot` is /tfjob-node-2: its pods' cgroups never mix with node 1's, and a
@@ -26,6 +26,9 @@ Why it is built this way:
   namespaces; nsenter execs, so the recorded PID is the binary's): they are in pids.json, stop
   with the plane, and `node.teardown` puts the host back from the records alone, after a crash
   too.
+- It is a `realnode.RealNode`, as node 1 is: the same containerd, kubelet, kube-proxy and CNI
+  configuration, with its own names, addresses, cgroup root and namespaces. It joins node 1
+  (`FirstNode`: its state dir, control plane, kubeconfig and images) without importing it.
 
 Faults, for chaos tests: `kill()` (the machine dies: every process gone, its link down, its Node
 object left in the API to go NotReady), `partition()` and `heal()` (its link down and up again,
@@ -36,16 +39,26 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import signal
 import time
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
-from tfjob_testbed import node as node_mod
+from tfjob_testbed.controlplane import ControlPlane
+from tfjob_testbed.host import cgroup_tops, mounts_under, run, sysctl_path
 from tfjob_testbed.paths import cache_dir
 from tfjob_testbed.procs import alive, terminate
+from tfjob_testbed.realnode import (
+    BRIDGE,
+    CLUSTER_CIDR,
+    FIXED_PATHS,
+    NETNS_DIR,
+    RealNode,
+    kill_pods_of,
+    kubectl_path,
+    shims_of,
+)
 
 NAME = "tfjob-node-2"
 SUBDIR = "node-2"  # its state, under node 1's state dir
@@ -56,15 +69,17 @@ PEER_VETH_IP = "10.244.254.2"
 VETH_PREFIX = 30
 NODE_IP = "10.244.1.1"
 POD_CIDR = "10.244.1.0/24"
-BRIDGE = "tfjob0"  # inside its network namespace, as on every node
 CGROUP_ROOT = "tfjob-node-2"
 PROCESSES = ("containerd-2", "kubelet-2", "kube-proxy-2")  # in start order
+# Process name -> what its /proc/PID/exe must end with (in node.EXES too): nsenter execs them, so
+# the PID is the binary's.
+EXES = {"containerd-2": "containerd", "kubelet-2": "kubelet", "kube-proxy-2": "kube-proxy"}
 NSENTER = "/usr/bin/nsenter"
 CGROUP_FS = Path("/sys/fs/cgroup")
 # What its mount namespace hides from node 1 (and node 1's from it): fixed path -> private dir.
 PRIVATE = {
-    **{p: p.strip("/").replace("/", "-") for p in node_mod.FIXED_PATHS},
-    node_mod.NETNS_DIR: "run-netns",
+    **{p: p.strip("/").replace("/", "-") for p in FIXED_PATHS},
+    NETNS_DIR: "run-netns",
 }
 READY_WAIT = 60  # a running node 2 that is not Ready within this is replaced
 
@@ -75,31 +90,43 @@ def store() -> Path:
 
 
 def netns_path() -> Path:
-    return Path(node_mod.NETNS_DIR) / NETNS
+    return Path(NETNS_DIR) / NETNS
 
 
-def _log(message: str) -> None:
-    print(f"[{NAME} {time.strftime('%H:%M:%S')}] {message}", flush=True)
+class FirstNode(Protocol):
+    """What a second node joins (`node.Node`): node 1's state dir (with the records: host.json,
+    pids.json; the second node's under it), its control plane (which runs the second node's
+    processes too), its kubeconfig and the archives it imported."""
+
+    dir: Path
+    plane: ControlPlane
+    kubeconfig: Path
+    archives: list[Path]
 
 
-class SecondNode:
+class SecondNode(RealNode):
     """Node 2 of the bed: `up` (through `Node.second()`), faults, its logs, `remove`.
 
     `state`: "new", "up", "partitioned", "killed" or "removed".
     """
 
     name = NAME
+    address = NODE_IP
+    pod_cidr = POD_CIDR
+    suffix = "-2"  # containerd-2, kubelet-2, kube-proxy-2 (PROCESSES)
+    label = NAME
+    cgroup_root = CGROUP_ROOT
 
-    def __init__(self, node: node_mod.Node) -> None:
+    def __init__(self, node: FirstNode) -> None:
+        super().__init__(
+            node.dir / SUBDIR,
+            bed=node.dir,
+            plane=node.plane,
+            kubeconfig=node.kubeconfig,
+            store=store(),
+        )
         self.node = node
-        self.dir = node.dir / SUBDIR
-        self.store = store()
         self.state = "new"
-        self.timings: dict[str, float] = {}
-
-    @property
-    def socket(self) -> Path:
-        return self.dir / "containerd" / "containerd.sock"
 
     @property
     def mount_ns(self) -> Path:
@@ -119,44 +146,27 @@ class SecondNode:
         deadline = started + timeout
         self.dir.mkdir(parents=True, exist_ok=True)
         try:
-            self._step("cgroups", self._cgroups)
-            self._step("network", self._network)
-            self._step("mount namespace", self._mount_namespace)
-            self._step("containerd", lambda: self._containerd(deadline))
-            self._step("images", lambda: self.import_images(self.node.archives))
-            self._step("kubelet", lambda: self._kubelet(deadline))
-            self._step("kube-proxy", lambda: self._kube_proxy(deadline))
+            self.step("cgroups", self.make_cgroup_root)
+            self.step("network", self._network)
+            self.step("mount namespace", self._mount_namespace)
+            self.step("containerd", lambda: self.start_containerd(deadline))
+            self.step("images", lambda: self.import_images(self.node.archives))
+            self.step("kubelet", lambda: self.start_kubelet(deadline))
+            self.step("kube-proxy", lambda: self._kube_proxy(deadline))
         except BaseException:
             with contextlib.suppress(Exception):
                 self.remove()
             raise
         self.state = "up"
         self.timings["total"] = time.monotonic() - started
-        _log(f"up in {self.timings['total']:.1f} s")
+        self.log(f"up in {self.timings['total']:.1f} s")
         return self
 
-    def _step(self, what: str, action: Any) -> None:
-        t0 = time.monotonic()
-        action()
-        self.timings[what] = time.monotonic() - t0
-        self.node._save_pids()
-        _log(f"{what}: {self.timings[what]:.1f} s")
-
-    def _cgroups(self) -> None:
-        """/tfjob-node-2 in every cgroup v1 hierarchy: kubelet wants its cgroupRoot to exist."""
-        for hierarchy in _hierarchies():
-            top = hierarchy / CGROUP_ROOT
-            top.mkdir(exist_ok=True)
-            for key in ("cpuset.cpus", "cpuset.mems"):  # a new cpuset has none: the host's
-                if (hierarchy / key).exists() and not (top / key).read_text().strip():
-                    (top / key).write_text((hierarchy / key).read_text())
-
     def _network(self) -> None:
-        run = node_mod._run
         # What `ip netns add` does, but for one step: that also bind-mounts /run/netns on itself
         # (recursively, to share it), which leaves node 1's pod namespaces mounted twice, one of
         # them hidden, so containerd can never remove them again (EBUSY).
-        Path(node_mod.NETNS_DIR).mkdir(exist_ok=True)
+        Path(NETNS_DIR).mkdir(exist_ok=True)
         netns_path().touch()
         run("unshare", f"--net={netns_path()}", "true")
         run("ip", "link", "add", HOST_VETH, "type", "veth", "peer", "name", "eth0",
@@ -172,35 +182,32 @@ class SecondNode:
         run(*inside, "link", "set", BRIDGE, "up")
         self._routes()
         # It routes between its pods and the host; the host between it and node 1's pods
-        # (ip_forward is in node.SYSCTLS: node 1's teardown restores it).
+        # (ip_forward is in realnode.SYSCTLS: node 1's teardown restores it).
         run(NSENTER, f"--net={netns_path()}", "sysctl", "-qw", "net.ipv4.ip_forward=1")
-        node_mod._sysctl_path("net.ipv4.ip_forward").write_text("1\n")
-        cni = self.dir / "cni"
-        (cni / "net.d").mkdir(parents=True, exist_ok=True)
-        conf = node_mod.cni_conflist(BRIDGE, POD_CIDR, NODE_IP, cni / "ipam")
-        (cni / "net.d" / "10-tfjob.conflist").write_text(json.dumps(conf, indent=1))
+        sysctl_path("net.ipv4.ip_forward").write_text("1\n")
+        self.write_cni_config()
 
     @staticmethod
     def _routes() -> None:
         """Its pods via its veth; from inside, the rest of the cluster's range via the host
         (the connected /24 of its own pods is more specific)."""
-        node_mod._run("ip", "route", "replace", POD_CIDR, "via", PEER_VETH_IP, "dev", HOST_VETH)
-        node_mod._run("ip", "-n", NETNS, "route", "replace", node_mod.CLUSTER_CIDR,
-                      "via", HOST_VETH_IP, "dev", "eth0")  # fmt: skip
+        run("ip", "route", "replace", POD_CIDR, "via", PEER_VETH_IP, "dev", HOST_VETH)
+        run("ip", "-n", NETNS, "route", "replace", CLUSTER_CIDR,
+            "via", HOST_VETH_IP, "dev", "eth0")  # fmt: skip
 
     def _mount_namespace(self) -> None:
         """A persistent mount namespace (bound to a file on a private mount, as the kernel
         requires), in which private dirs cover the fixed paths."""
         ns_dir = self.mount_ns.parent
         ns_dir.mkdir(parents=True, exist_ok=True)
-        node_mod._run("mount", "--bind", str(ns_dir), str(ns_dir))
-        node_mod._run("mount", "--make-private", str(ns_dir))
+        run("mount", "--bind", str(ns_dir), str(ns_dir))
+        run("mount", "--make-private", str(ns_dir))
         self.mount_ns.touch()
         # The new namespace starts as a copy of the host's mounts, node 1's among them (its
         # pods' network namespaces, volumes and root filesystems): a copy kept here would make
         # node 1's kubelet and containerd fail to remove them (EBUSY). Detached here, deepest
         # first, before the private dirs go over the fixed paths.
-        node1 = [str(self.node.dir), *node_mod.FIXED_PATHS, node_mod.NETNS_DIR]
+        node1 = [str(self.bed), *FIXED_PATHS, NETNS_DIR]
         pattern = "|".join(p.replace(".", "\\.") for p in node1)  # paths: [a-z0-9/._-]
         script = [
             f"awk '{{print $2}}' /proc/self/mounts | grep -E '^({pattern})(/|$)' | sort -r |",
@@ -211,73 +218,23 @@ class SecondNode:
             source = self.dir / "private" / private
             source.mkdir(parents=True, exist_ok=True)
             script.append(f"mkdir -p {target} && mount --bind {source} {target}")
-        node_mod._run("unshare", f"--mount={self.mount_ns}", "--propagation", "private",
-                      "sh", "-c", "\n".join(script))  # fmt: skip
+        run("unshare", f"--mount={self.mount_ns}", "--propagation", "private",
+            "sh", "-c", "\n".join(script))  # fmt: skip
 
-    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+    def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+        """Start one of its processes, as a process of node 1's plane, in its mount and network
+        namespaces (nsenter execs: the PID recorded is the binary's)."""
         enter = [NSENTER, f"--mount={self.mount_ns}", f"--net={netns_path()}", "--"]
-        self.node.plane.spawn(name, [*enter, *argv], env=env)
-
-    def _containerd(self, deadline: float) -> None:
-        d = self.dir / "containerd"
-        d.mkdir(parents=True, exist_ok=True)
-        self.store.mkdir(parents=True, exist_ok=True)
-        config = node_mod.containerd_config(
-            self.store / "root", d, self.socket, self.dir / "cni" / "net.d"
-        )
-        (d / "config.toml").write_text(config)
-        self._spawn(
-            "containerd-2",
-            [str(node_mod.containerd_binary("containerd")), "--config", str(d / "config.toml")],
-            env=node_mod.containerd_env(),
-        )
-        self.node._until(
-            min(deadline, time.monotonic() + 30),
-            "containerd-2",
-            lambda: node_mod.ctr(self.socket, "version", check=False).returncode == 0,
-        )
-
-    def import_images(self, archives: list[Path]) -> None:
-        """Import archives into its own store, each once."""
-        node_mod.import_images(self.socket, self.store, archives)
-
-    def _kubelet(self, deadline: float) -> None:
-        d = self.dir / "kubelet"
-        d.mkdir(parents=True, exist_ok=True)
-        (d / "resolv.conf").write_text(f"nameserver {node_mod.NODE_IP}\n")  # routed to node 1
-        config = node_mod.kubelet_config(
-            d, NODE_IP, self.node.plane.workdir / "pki", self.socket, cgroup_root=f"/{CGROUP_ROOT}"
-        )
-        (d / "config.yaml").write_text(json.dumps(config, indent=1))
-        log = self.node.plane.workdir / "kubelet-2.log"
-        self._spawn(
-            "kubelet-2",
-            node_mod.kubelet_argv(d, self.node.kubeconfig, NAME, NODE_IP),
-            env=dict(os.environ, AWS_EC2_METADATA_DISABLED="true"),
-        )
-        # Kernel tunables are the host's, not a namespace's: put back as after node 1's kubelet.
-        self.node._until(
-            deadline,
-            "kubelet-2 start",
-            lambda: "Starting Device Plugin manager" in log.read_text(errors="replace"),
-        )
-        node_mod._restore_sysctls(self.node._host()["sysctls"], node_mod.KUBELET_SYSCTLS)
-        self.node._until(deadline, f"node {NAME} Ready", lambda: self.node._node_ready(NAME))
-        self.node.advertise_gpus(NAME, deadline)
+        self.plane.spawn(name, [*enter, *argv], env=env)
 
     def _kube_proxy(self, deadline: float) -> None:
         # Its health and metrics ports are on its own namespace's loopback.
-        self._spawn("kube-proxy-2", node_mod.kube_proxy_argv(self.node.kubeconfig, NAME, NODE_IP))
-        self.node._until(
-            deadline,
-            "kube-proxy-2 rules for the kubernetes Service",
-            lambda: "default/kubernetes" in self._iptables_nat(),
-        )
+        self.start_kube_proxy(deadline, lambda: "default/kubernetes" in self._iptables_nat())
 
     @staticmethod
     def _iptables_nat() -> str:
-        proc = node_mod._run(NSENTER, f"--net={netns_path()}", "iptables-save", "-t", "nat",
-                             check=False)  # fmt: skip
+        proc = run(NSENTER, f"--net={netns_path()}", "iptables-save", "-t", "nat",
+                   check=False)  # fmt: skip
         return proc.stdout
 
     # -- state ------------------------------------------------------------------------------
@@ -287,11 +244,11 @@ class SecondNode:
         (waited for a while: it may just have been healed)."""
         if self.state != "up":
             return False
-        procs = self.node.plane.processes()
+        procs = self.plane.processes()
         if not all(name in procs and alive(procs[name]) for name in PROCESSES):
             return False
         deadline = time.monotonic() + READY_WAIT
-        while not self.node._node_ready(NAME):
+        while not self.node_ready():
             if time.monotonic() > deadline:
                 return False
             time.sleep(0.5)
@@ -305,42 +262,30 @@ class SecondNode:
         SIGKILLed. Its Node object stays in the API, to go NotReady (Unknown) as a dead node's
         does; `Node.second()` replaces it with a fresh node."""
         self.state = "killed"
-        node_mod._run("ip", "link", "set", HOST_VETH, "down")
+        run("ip", "link", "set", HOST_VETH, "down")
         self._forget(signal.SIGKILL)
-        self.node._save_pids()
+        self.save_pids()
         _kill_everything_of(self.dir)
-        _log("killed")
+        self.log("killed")
 
     def partition(self) -> None:
         """Cut it off from the host, the control plane and node 1 (its link down); its
         kubelet, kube-proxy and pods keep running."""
-        node_mod._run("ip", "link", "set", HOST_VETH, "down")
+        run("ip", "link", "set", HOST_VETH, "down")
         self.state = "partitioned"
-        _log("partitioned")
+        self.log("partitioned")
 
     def heal(self, timeout: float = 120) -> None:
         """End a partition: the link up and the routes back; returns once it is Ready."""
-        node_mod._run("ip", "link", "set", HOST_VETH, "up")
+        run("ip", "link", "set", HOST_VETH, "up")
         self._routes()  # the host's went with the link
         self.state = "up"
-        self.node._until(
+        self.until(
             time.monotonic() + timeout,
             f"node {NAME} Ready after the partition",
-            lambda: self.node._node_ready(NAME),
+            self.node_ready,
         )
-        _log("healed")
-
-    def kill_container(self, container_id: str) -> None:
-        """SIGKILL a container of its pods through its containerd (`containerd://...`)."""
-        node_mod.ctr(
-            self.socket,
-            "tasks", "kill", "--signal", "SIGKILL", container_id.removeprefix("containerd://"),
-        )  # fmt: skip
-
-    def container_log(self, namespace: str, pod: str, container: str = "tensorflow") -> str:
-        """The messages of a container's newest run on this node, from its kubelet's log files
-        on disk: readable while the node is partitioned or the API server is down."""
-        return node_mod.read_container_log(self.pod_logs, namespace, pod, container)
+        self.log("healed")
 
     # -- teardown ---------------------------------------------------------------------------
 
@@ -348,56 +293,46 @@ class SecondNode:
         """Tear it down completely, whatever its state: its processes, namespaces, veth,
         cgroups and state, its Node object, and (force-deleted) the pods still bound to it."""
         self._forget(signal.SIGKILL)
-        self.node._save_pids()
-        teardown(self.node.dir)
-        kubectl = [node_mod._kubectl(), "--kubeconfig", str(self.node.kubeconfig),
+        self.save_pids()
+        teardown(self.bed)
+        kubectl = [kubectl_path(), "--kubeconfig", str(self.kubeconfig),
                    "--request-timeout=20s"]  # fmt: skip
         # The Node first: the scheduler binds nothing more to it, then its pods go.
-        node_mod._run(*kubectl, "delete", "node", NAME, "--ignore-not-found", "--wait=false",
-                      check=False)  # fmt: skip
-        node_mod._run(*kubectl, "delete", "pods", "-A", f"--field-selector=spec.nodeName={NAME}",
-                      "--force", "--grace-period=0", check=False)  # fmt: skip
+        run(*kubectl, "delete", "node", NAME, "--ignore-not-found", "--wait=false",
+            check=False)  # fmt: skip
+        run(*kubectl, "delete", "pods", "-A", f"--field-selector=spec.nodeName={NAME}",
+            "--force", "--grace-period=0", check=False)  # fmt: skip
         deadline = time.monotonic() + 30
-        while self.node._api("GET", f"/api/v1/nodes/{NAME}") and time.monotonic() < deadline:
+        while self.api("GET", f"/api/v1/nodes/{NAME}") and time.monotonic() < deadline:
             time.sleep(0.2)
         self.state = "removed"
-        _log("removed")
+        self.log("removed")
 
     def _forget(self, sig: signal.Signals) -> None:
         """Its processes signalled and dropped from the plane: they never come back (a later
         node 2 starts new ones)."""
-        self.node.plane.forget(PROCESSES, sig)
-
-
-def _hierarchies() -> list[Path]:
-    """Every cgroup v1 hierarchy's mount point, each once."""
-    found: dict[str, Path] = {}
-    for line in Path("/proc/mounts").read_text().splitlines():
-        fields = line.split()
-        if len(fields) > 2 and fields[2] == "cgroup":
-            found.setdefault(fields[1], Path(fields[1]))
-    return list(found.values())
+        self.plane.forget(PROCESSES, sig)
 
 
 def _cgroup_tops() -> list[Path]:
     """Its cgroups' top in every hierarchy (v1 and the unified one), each once."""
-    return node_mod.cgroup_tops(CGROUP_ROOT)
+    return cgroup_tops(CGROUP_ROOT)
 
 
 def _kill_everything_of(d2: Path) -> None:
     """SIGKILL its shims and every process in its cgroups (its pods'), until none is left."""
-    node_mod.kill_pods_of(d2 / "containerd" / "containerd.sock", CGROUP_ROOT)
+    kill_pods_of(d2 / "containerd" / "containerd.sock", CGROUP_ROOT)
 
 
 def leftovers(directory: Path) -> list[str]:
     """What of a second node is still on the host (its processes are in node 1's pids.json)."""
     d2 = directory.absolute() / SUBDIR
-    found = [f"shim {p}" for p in node_mod._our_shims(d2 / "containerd" / "containerd.sock")]
+    found = [f"shim {p}" for p in shims_of(d2 / "containerd" / "containerd.sock")]
     if netns_path().exists():
         found.append(f"netns {NETNS}")
-    if node_mod._run("ip", "link", "show", HOST_VETH, check=False).returncode == 0:
+    if run("ip", "link", "show", HOST_VETH, check=False).returncode == 0:
         found.append(f"interface {HOST_VETH}")
-    found += [f"mount {m}" for m in node_mod._mounts_under([str(d2), str(store())])]
+    found += [f"mount {m}" for m in mounts_under([str(d2), str(store())])]
     found += [f"cgroup {c}" for c in sorted(map(str, CGROUP_FS.glob(f"*/{CGROUP_ROOT}")))]
     if d2.exists():
         found.append(f"state {d2}")
@@ -413,15 +348,15 @@ def teardown(directory: Path) -> None:
     pids = json.loads(pids_file.read_text()) if pids_file.exists() else {}
     for name in reversed(PROCESSES):
         if name in pids:
-            terminate(pids[name], 10, exe=node_mod.EXES[name])
+            terminate(pids[name], 10, exe=EXES[name])
     _kill_everything_of(d2)
     # Its mount namespace goes with the last mount of it (its processes are gone), and with it
     # every mount made in there (volumes, rootfs, pod network namespaces).
-    for mount in node_mod._mounts_under([str(d2), str(store())]):
-        node_mod._run("umount", "-l", mount, check=False)
-    node_mod._run("ip", "link", "delete", HOST_VETH, check=False)  # the route goes with it
+    for mount in mounts_under([str(d2), str(store())]):
+        run("umount", "-l", mount, check=False)
+    run("ip", "link", "delete", HOST_VETH, check=False)  # the route goes with it
     if netns_path().exists():
-        node_mod._run("ip", "netns", "delete", NETNS, check=False)
+        run("ip", "netns", "delete", NETNS, check=False)
     deadline = time.monotonic() + 20
     for top in _cgroup_tops():
         subs = sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts))

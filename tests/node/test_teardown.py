@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.node.helpers import POD_WAIT
+from tfjob_testbed import host
 from tfjob_testbed import node as node_mod
 from tfjob_testbed import second_node as second_mod
 from tfjob_testbed.cluster import NAMESPACE, Cluster
@@ -36,10 +37,10 @@ def _assert_host_as_before(before: dict) -> None:
     # The second node's: its namespaces, veth, route, cgroups and state; /run/netns as it was.
     assert not second_mod.netns_path().exists()
     assert not Path("/sys/class/net", second_mod.HOST_VETH).exists()
-    assert second_mod.POD_CIDR not in node_mod._run("ip", "route").stdout
+    assert second_mod.POD_CIDR not in host.run("ip", "route").stdout
     assert not list(Path("/sys/fs/cgroup").glob(f"*/{second_mod.CGROUP_ROOT}"))
     assert not (node_mod.state_dir() / second_mod.SUBDIR).exists()
-    assert node_mod._is_mount_point(node_mod.NETNS_DIR) == before["netns_mounted"]
+    assert host.is_mount_point(node_mod.NETNS_DIR) == before["netns_mounted"]
 
 
 def _make_cluster(nodes: int) -> tuple[subprocess.Popen[str], list[str]]:

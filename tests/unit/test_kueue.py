@@ -15,6 +15,16 @@ from tfjob_operator.controller.projections import job_record
 from tfjob_operator.rules import kueue
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.children import JobRef
+from tfjob_operator.rules.kueue.admission import Flavor, observe_workload
+from tfjob_operator.rules.kueue.queue import (
+    DEFAULT_QUEUE,
+    Priority,
+    Queueing,
+    QueueView,
+    priority_class,
+    queue_name,
+)
+from tfjob_operator.rules.kueue.workload import workload
 from tfjob_operator.rules.lifecycle import JobView, decide, decision
 from tfjob_testbed import kueue as kq
 from tfjob_testbed.jobs import pod, tfjob
@@ -22,10 +32,8 @@ from tfjob_testbed.jobs import pod, tfjob
 SPEC = {"Chief": 1, "PS": 1, "Worker": 2}
 GPU_TAINT = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 FLAVORS = {
-    "a100": kueue.Flavor.from_body(
-        {"spec": {"nodeLabels": {"gpu": "a100"}, "tolerations": [GPU_TAINT]}}
-    ),
-    "spot": kueue.Flavor.from_body({"spec": {"nodeLabels": {"lifecycle": "spot"}}}),
+    "a100": Flavor.from_body({"spec": {"nodeLabels": {"gpu": "a100"}, "tolerations": [GPU_TAINT]}}),
+    "spot": Flavor.from_body({"spec": {"nodeLabels": {"lifecycle": "spot"}}}),
 }
 
 
@@ -38,8 +46,8 @@ def queued_job(**labels):
 
 
 def view(run, workload=None, flavors=FLAVORS, version="v1beta2"):
-    obs = kueue.observe_workload(workload) if workload is not None else None
-    return kueue.QueueView("team-a", version, obs, flavors)
+    obs = observe_workload(workload) if workload is not None else None
+    return QueueView("team-a", version, obs, flavors)
 
 
 def made(run):
@@ -163,10 +171,10 @@ def test_priority_follows_kueues_choice_of_class(version, labels, expected):
     body["spec"]["runPolicy"] = {"schedulingPolicy": {"priorityClass": "high"}}
     from tfjob_operator.api.spec import parse_spec
 
-    group, name = kueue.priority_class(body["metadata"]["labels"], parse_spec(body["spec"]))
-    priority = kueue.Priority(group, name, 1000)
+    group, name = priority_class(body["metadata"]["labels"], parse_spec(body["spec"]))
+    priority = Priority(group, name, 1000)
     ref = JobRef("mnist", "default", "uid-1")
-    wl = kueue.workload(ref, version, "team-a", [], priority)
+    wl = workload(ref, version, "team-a", [], priority)
     assert {k: v for k, v in wl["spec"].items() if k.startswith("priorityClass")} == expected
     assert wl["spec"]["priority"] == 1000
 
@@ -176,13 +184,13 @@ def test_priority_follows_kueues_choice_of_class(version, labels, expected):
     [
         ({kueue.QUEUE_LABEL: "team-a"}, False, "team-a"),
         ({}, False, None),
-        ({}, True, kueue.DEFAULT_QUEUE),
+        ({}, True, DEFAULT_QUEUE),
         ({kueue.QUEUE_LABEL: "team-a"}, True, "team-a"),
     ],
 )
 def test_which_jobs_wait_in_a_queue(labels, manage_all, queue):
-    assert kueue.queue_name(labels, kueue.Queueing(manage_all)) == queue
-    assert kueue.queue_name(labels, None) is None, "without --kueue, no job is queued"
+    assert queue_name(labels, Queueing(manage_all)) == queue
+    assert queue_name(labels, None) is None, "without --kueue, no job is queued"
 
 
 def test_admission_places_each_replica_type_and_starts_the_job():

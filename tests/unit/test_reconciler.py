@@ -20,21 +20,20 @@ import kubernetes
 import pytest
 
 from tfjob_operator.api.spec import ReplicaType
-from tfjob_operator.controller.projections import job_record
-from tfjob_operator.controller.reconcile import (
-    COUNTS_DELAY_SECONDS,
+from tfjob_operator.controller.apply import COUNTS_DELAY_SECONDS
+from tfjob_operator.controller.failedcreates import (
     CREATE_CHECK_SECONDS,
     CREATE_GRACE_SECONDS,
     FAILED_CREATE_SHARED_SECONDS,
-    PERSISTENT_ATTEMPTS,
-    PERSISTENT_SECONDS,
-    JobKey,
-    JobState,
-    Reconciler,
 )
+from tfjob_operator.controller.jobstate import JobKey, JobState
+from tfjob_operator.controller.projections import job_record
+from tfjob_operator.controller.reconcile import PERSISTENT_ATTEMPTS, PERSISTENT_SECONDS, Reconciler
 from tfjob_operator.controller.workqueue import RetryableError
-from tfjob_operator.rules import kueue, naming
+from tfjob_operator.rules import naming
 from tfjob_operator.rules import status as st
+from tfjob_operator.rules.kueue.admission import observe_workload
+from tfjob_operator.rules.kueue.queue import QueueView
 from tfjob_operator.rules.pods import observe
 from tfjob_operator.rules.statefulsets import StatefulSetObservation
 from tfjob_testbed.jobs import pod, tfjob
@@ -356,8 +355,8 @@ def test_a_job_gone_from_the_index_is_forgotten_whole(cluster):
         cluster.reconcile(key, deliver=False)  # fails after the FailedCreate look
     state = cluster.reconciler.state[key]
     # What a queued job keeps (tests/unit/test_kueue.py, tests/integration/test_kueue.py).
-    state.queue = kueue.QueueView("team-a", "v1beta2")
-    state.workloads["tfjob-mnist-1a2b3"] = kueue.observe_workload({"metadata": {}})
+    state.queue = QueueView("team-a", "v1beta2")
+    state.workloads["tfjob-mnist-1a2b3"] = observe_workload({"metadata": {}})
     unset = [f.name for f in dataclasses.fields(JobState) if getattr(state, f.name) is None]
     assert unset == [], "the test leaves some of a job's state unexercised"
     assert cluster.reconciler.states() == [("default", "Created")] * 2
@@ -372,7 +371,7 @@ def test_a_job_gone_from_the_index_is_forgotten_whole(cluster):
     assert not cluster.reconciler.wrote(key, written_rv)
     assert cluster.reconciler.states() == [("default", "Created")], "only the other job is left"
     assert other in cluster.reconciler.state
-    assert "default" in cluster.reconciler.failed_create_lists, "shared with the other job"
+    assert "default" in cluster.reconciler.failed_creates.lists, "shared with the other job"
     assert len(cluster.kube.calls) == calls, "a job that is gone costs no call"
 
 

@@ -94,21 +94,27 @@ def _cluster_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def run_cluster_command(args: argparse.Namespace) -> int:
-    from tfjob_operator.cli import cluster as ctl
+    # Imported here: `tfjob run` needs no Kubernetes client.
+    from tfjob_operator.cli.cluster import CliError, Cluster
+    from tfjob_operator.cli.delete import delete
+    from tfjob_operator.cli.get import get
+    from tfjob_operator.cli.logs import logs
+    from tfjob_operator.cli.submit import submit
+    from tfjob_operator.cli.tensorboard import tensorboard
 
     try:
-        cluster = ctl.Cluster.connect(args.namespace, args.context, args.api_group)
+        cluster = Cluster.connect(args.namespace, args.context, args.api_group)
         out = sys.stdout
         if args.command == "submit":
-            return ctl.submit(cluster, args.file, args.follow, out)
+            return submit(cluster, args.file, args.follow, out)
         if args.command == "logs":
-            return ctl.logs(cluster, args.name, args.replica, args.follow, out)
+            return logs(cluster, args.name, args.replica, args.follow, out)
         if args.command == "get":
-            return ctl.get(cluster, args.name, args.all_namespaces, out)
+            return get(cluster, args.name, args.all_namespaces, out)
         if args.command == "tensorboard":
-            return ctl.tensorboard(cluster, args.name, args.port, out)
-        return ctl.delete(cluster, args.name, out)
-    except ctl.CliError as e:
+            return tensorboard(cluster, args.name, args.port, out)
+        return delete(cluster, args.name, out)
+    except CliError as e:
         print(f"tfjob: {e}", file=sys.stderr)
         return e.code
     except KeyboardInterrupt:

@@ -8,7 +8,7 @@ from tfjob_operator.api.spec import GROUP
 from tfjob_operator.controller.leader import Timing
 from tfjob_operator.controller.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from tfjob_operator.rules.gang import Gang
-from tfjob_operator.rules.kueue import Queueing
+from tfjob_operator.rules.kueue.queue import Queueing
 
 
 @dataclass(frozen=True)

@@ -28,10 +28,11 @@ from tfjob_operator.controller.client import (
     uses_kubeconfig,
 )
 from tfjob_operator.controller.config import OperatorConfig
+from tfjob_operator.controller.jobstate import JobKey
 from tfjob_operator.controller.leader import LeaderElector
 from tfjob_operator.controller.projections import ChildChanges, job_record
 from tfjob_operator.controller.ratelimit import TokenBucket
-from tfjob_operator.controller.reconcile import JobKey, Reconciler
+from tfjob_operator.controller.reconcile import Reconciler
 from tfjob_operator.controller.workqueue import WorkQueue
 from tfjob_operator.rules import naming
 from tfjob_operator.rules.gang import Gang

@@ -12,7 +12,7 @@ from tfjob_operator.controller.config import LeaderElection, OperatorConfig
 from tfjob_operator.controller.leader import Timing, default_identity, default_namespace
 from tfjob_operator.controller.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from tfjob_operator.rules.gang import Gang, Scheduler
-from tfjob_operator.rules.kueue import Queueing
+from tfjob_operator.rules.kueue.queue import Queueing
 
 LOG_FORMATS = ("plain", "full", "json")
 

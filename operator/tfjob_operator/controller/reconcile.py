@@ -1,8 +1,11 @@
 """One reconcile of one TFJob: read from kopf's indexes, decide (pure), then apply.
 
-This is the only place that turns a `Decision` into API calls. It is safe to run twice, after a
-crash or a conflict: children are server-side applied, the status is a merge patch computed
-against the stored status, and the decision itself depends only on what is observed.
+This is the only place that turns a `Decision` into API calls, in their order (the calls
+themselves: `apply.py`; the job's Kueue Workload: `workloads.py`; what is remembered of each job
+between reconciles: `jobstate.py`; the FailedCreate checks: `failedcreates.py`). It is safe to
+run twice, after a crash or a conflict: children are server-side applied, the status is a merge
+patch computed against the stored status, and the decision itself depends only on what is
+observed.
 """
 
 from __future__ import annotations
@@ -17,42 +20,35 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import kopf
 import kubernetes
 import urllib3
 
 from tfjob_operator.controller import metrics
+from tfjob_operator.controller.apply import (
+    apply_children,
+    converge,
+    counts_wait,
+    label_pods,
+    post_events,
+    write_status,
+)
 from tfjob_operator.controller.client import Kube, MissingAPI, NotLeader
-from tfjob_operator.controller.projections import job_record
+from tfjob_operator.controller.failedcreates import FailedCreates
+from tfjob_operator.controller.jobstate import Failing, JobKey, JobState
+from tfjob_operator.controller.workloads import Workloads, seen
 from tfjob_operator.controller.workqueue import RetryableError
-from tfjob_operator.rules import handover, kueue
-from tfjob_operator.rules import status as st
+from tfjob_operator.rules import handover
 from tfjob_operator.rules.gang import Gang
+from tfjob_operator.rules.kueue.queue import Queueing
 from tfjob_operator.rules.lifecycle import Decision, JobView, decide
 from tfjob_operator.rules.pods import PodObservation
-from tfjob_operator.rules.statefulsets import StatefulSetObservation, lacking
+from tfjob_operator.rules.statefulsets import StatefulSetObservation
 
 log = logging.getLogger(__name__)
-
-JobKey = tuple[str, str]  # (namespace, name)
 
 # A failure that lasts this many attempts, or this long, goes into the job's status.
 PERSISTENT_ATTEMPTS = 5
 PERSISTENT_SECONDS = 30.0
-# A StatefulSet that still lacks pods after the grace period is looked at for FailedCreate
-# events, and again this often while it lacks them.
-CREATE_GRACE_SECONDS = 10.0
-CREATE_CHECK_SECONDS = 10.0
-# One list of a namespace's FailedCreate events serves every job there that looks within this
-# many seconds: 1000 jobs waiting on a slow controller cost one list, not 1000.
-FAILED_CREATE_SHARED_SECONDS = 2.0
-# A status write that changes only pod counts waits this long, so that the pods of a job that
-# come up (or go away) together cost one write.
-COUNTS_DELAY_SECONDS = 1.0
-# A ResourceFlavor or priority class read is used this long before it is read again.
-CLUSTER_READ_SECONDS = 60.0
-# A Workload status write refused for a newer Workload (Kueue wrote meanwhile) is redone after.
-WORKLOAD_CONFLICT_SECONDS = 0.5
 # Server errors that no retry can heal: the spec makes something Kubernetes will not take.
 TERMINAL_STATUSES = {400, 413, 422}
 TERMINAL_MESSAGES = ("failed to create typed patch object", "request is too large")
@@ -64,73 +60,6 @@ def is_terminal(e: kubernetes.client.ApiException) -> bool:
     """A refusal that only a spec change can heal (a 4xx, a typed-patch 500, too large)."""
     message = _api_message(e)
     return e.status in TERMINAL_STATUSES or any(m in message for m in TERMINAL_MESSAGES)
-
-
-@dataclass
-class _Failing:
-    """A job whose reconciles keep failing: since when, how often, and whether it is said."""
-
-    since: float
-    attempts: int = 0
-    reported: bool = False
-
-
-@dataclass(frozen=True)
-class _Written:
-    """Our last status write of a job: the object it produced, and the resourceVersions it
-    supersedes (the index may still show any of them until the watch delivers our write)."""
-
-    superseded: frozenset[str]
-    result: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class _CreateCheck:
-    """A job whose StatefulSets lack pods: since when, their FailedCreate messages as last
-    looked at, and when that was (None: not yet)."""
-
-    since: float
-    failures: dict[str, str]
-    checked_at: float | None = None
-
-
-@dataclass
-class JobState:
-    """What the reconciler remembers of one job between its reconciles. All of it goes at
-    once, when the job leaves the index (`Reconciler.state`)."""
-
-    # A digest of the children last applied, so unchanged children are not re-sent on every
-    # pod event (the digest, not the children's JSON: kilobytes a job).
-    applied: bytes | None = None
-    # Bumped by `forget_children`: an apply under way when a child goes records no digest, since
-    # what it applied may predate the deletion.
-    forgotten: int = 0
-    written: _Written | None = None
-    # The parsed spec, and the (uid, generation, name) it was read from (parsing is not free).
-    view: tuple[tuple[Any, ...], JobView] | None = None
-    # When a status write that changes pod counts alone is due at the latest (`clock` time).
-    counts_due: float | None = None
-    failing: _Failing | None = None
-    create_check: _CreateCheck | None = None
-    # The job's state (Created, Running, ...) as last written, for the jobs-by-state gauge.
-    written_state: str | None = None
-    # Pods (by uid) whose own Kubeflow labels were patched in: each once.
-    labelled: set[str] = field(default_factory=set)
-    # The other controller runPolicy.managedBy names, once its Event is posted ("": none).
-    managed_by: str = ""
-    # The job's Kueue Workloads as last seen, by name (`kueue.observe_workload`), and the
-    # job's place in Kueue as last decided on.
-    workloads: dict[str, kueue.WorkloadObservation] = field(default_factory=dict)
-    queue: kueue.QueueView | None = None
-
-
-@dataclass(frozen=True)
-class _SharedList:
-    """One list of a namespace's FailedCreate events, by StatefulSet (name, uid): it serves
-    every job there that looks within FAILED_CREATE_SHARED_SECONDS of `started`."""
-
-    started: float
-    messages: asyncio.Future[dict[tuple[str, str], str]]
 
 
 @dataclass
@@ -150,16 +79,18 @@ class Reconciler:
     clock: Callable[[], float] = time.monotonic
     # Per job, everything remembered between reconciles: forgetting a job is one pop.
     state: dict[JobKey, JobState] = field(default_factory=dict)
-    # Across the jobs of a namespace: its latest FailedCreate list, by namespace.
-    failed_create_lists: dict[str, _SharedList] = field(default_factory=dict)
     # Kueue (--kueue): None when the queue label is not read.
-    queueing: kueue.Queueing | None = None
-    # Cluster-scoped reads (ResourceFlavors, priority classes): (group, plural, name) ->
-    # (when read, the object or None).
-    cluster_reads: dict[tuple[str, str, str], tuple[float, Any]] = field(default_factory=dict)
-    kueue_version: str | None = None
+    queueing: Queueing | None = None
+    # Across jobs: the FailedCreate lists (one per namespace, shared), and what is read of
+    # Kueue (the Workload API version, ResourceFlavors, priority classes).
+    failed_creates: FailedCreates = field(init=False)
+    workloads: Workloads = field(init=False)
     # After a start or a take-over: the jobs not yet looked at, and since when.
     _first_pass: tuple[set[JobKey], float, int] | None = None
+
+    def __post_init__(self) -> None:
+        self.failed_creates = FailedCreates(self.kube, self.clock)
+        self.workloads = Workloads(self.kube, self.clock, self.queueing)
 
     def start_first_pass(self) -> None:
         """Count the jobs known now until each has been reconciled once, then say how long
@@ -211,15 +142,7 @@ class Reconciler:
 
     def workload_seen(self, key: JobKey, body: dict[str, Any], deleted: bool) -> bool:
         """Keep what a Workload event says; True when it is news for its job."""
-        name = (body.get("metadata") or {}).get("name", "")
-        workloads = self._job(key).workloads
-        if deleted:
-            return workloads.pop(name, None) is not None
-        seen = kueue.observe_workload(body)
-        if workloads.get(name) == seen:
-            return False
-        workloads[name] = seen
-        return True
+        return seen(self._job(key).workloads, body, deleted)
 
     def _job(self, key: JobKey) -> JobState:
         """The job's state, made empty on first use."""
@@ -295,7 +218,7 @@ class Reconciler:
         now = self.clock()
         job = self._job(key)
         if job.failing is None:
-            job.failing = _Failing(since=now)
+            job.failing = Failing(since=now)
         failing = job.failing
         failing.attempts += 1
         lasting = (
@@ -320,7 +243,7 @@ class Reconciler:
             queue=self._job(key).queue,
         )
         try:
-            await self._write(key, body, decision)
+            await write_status(self.kube, self._job(key), key, body, decision)
             failing.reported = True
         except Exception as e:
             log.warning("%s/%s: cannot report the reconcile error in status: %s", *key, e)
@@ -334,8 +257,9 @@ class Reconciler:
         observed: list[PodObservation] = list(self.pods.get(key, []))
         sets: list[StatefulSetObservation] = list(self.statefulsets.get(key, []))
         view, now = self._view(key, body), datetime.now(UTC)
-        queue = await self._queue_view(key, body, view)
-        failures, recheck = await self._create_failures(key, view, observed, sets)
+        job = self._job(key)
+        queue = await self.workloads.queue_view(job, key, body, view)
+        failures, recheck = await self.failed_creates.check(job, key, view, observed, sets)
         decision = decide(
             view,
             observed,
@@ -347,39 +271,26 @@ class Reconciler:
             queue=queue,
         )
 
-        fingerprint = hashlib.blake2b(
-            json.dumps(decision.children, sort_keys=True).encode(), digest_size=16
-        ).digest()
-        job = self._job(key)
-        if job.applied != fingerprint:
-            forgotten = job.forgotten
-            try:
-                await asyncio.to_thread(self._apply_all, decision.children)
-            except kubernetes.client.ApiException as e:
-                if not is_terminal(e):
-                    raise
-                # Kubernetes refuses what the spec makes (a port out of range, a field its
-                # version does not know, an object too large): the spec is invalid, and sending
-                # the same children again would be refused again.
-                problem = f"Kubernetes refused a child: {_api_message(e)}"
-                decision = decide(
-                    view.refused(problem),
-                    observed,
-                    now,
-                    self.cluster_domain,
-                    statefulsets=sets,
-                    gang=self.gang,
-                    queue=queue,
-                )
-            if job.forgotten == forgotten:
-                job.applied = fingerprint
-        if decision.scale_down or decision.delete_children:
-            await asyncio.to_thread(self._converge, key[0], decision)
-        await self._label_pods(key, decision)
+        def refused(problem: str) -> Decision:
+            # The decision again, for a spec Kubernetes refused a child of.
+            return decide(
+                view.refused(problem),
+                observed,
+                now,
+                self.cluster_domain,
+                statefulsets=sets,
+                gang=self.gang,
+                queue=queue,
+            )
 
-        counts_wait = self._counts_wait(key, decision)
-        if counts_wait is None:
-            await self._write(key, body, decision)
+        decision = await self._apply_children(job, decision, refused)
+        if decision.scale_down or decision.delete_children:
+            await asyncio.to_thread(converge, self.kube, key[0], decision)
+        await label_pods(self.kube, job, key[0], decision)
+
+        counts_delay = counts_wait(job, decision, self.clock)
+        if counts_delay is None:
+            await write_status(self.kube, job, key, body, decision)
         # After the status write that counts their restarts: a crash in between deletes them at
         # the next reconcile, and counts nothing twice.
         for pod, uid in decision.delete_pods:
@@ -387,9 +298,9 @@ class Reconciler:
             await asyncio.to_thread(self.kube.force_delete_pod, key[0], pod, uid)
         conflict = None
         if decision.workload is not None and queue is not None:
-            conflict = await self._apply_workload(key, queue.version, decision.workload)
+            conflict = await self.workloads.apply(job, key, queue.version, decision.workload)
         elif queue is None and job.workloads:
-            await self._drop_workloads(key)
+            await self.workloads.drop(job, key)
         job.failing = None
 
         if decision.delete_job:
@@ -397,99 +308,33 @@ class Reconciler:
             await asyncio.to_thread(self.kube.delete_job, *key)
             return None
         delays = [
-            d for d in (decision.requeue_after, recheck, counts_wait, conflict) if d is not None
+            d for d in (decision.requeue_after, recheck, counts_delay, conflict) if d is not None
         ]
         return min(delays) if delays else None
 
-    async def _queue_view(
-        self, key: JobKey, body: dict[str, Any], view: JobView
-    ) -> kueue.QueueView | None:
-        """The job's place in Kueue, for a job that waits in a LocalQueue (`--kueue`): its
-        Workload as last seen, the flavors it was admitted on, its priority."""
-        meta = body["metadata"]
-        name = kueue.queue_name(meta.get("labels") or {}, self.queueing)
-        job = self._job(key)
-        if name is None or view.spec is None:
-            job.queue = None
-            return None
-        version = await self._kueue_version()
-        if version is None:
-            raise MissingAPI(
-                f"the TFJob waits in LocalQueue {name} (label {kueue.QUEUE_LABEL}), but Kueue "
-                f"is not installed: no {kueue.GROUP} Workload API on this cluster. Install "
-                "Kueue, or remove the label to run the job without it"
-            )
-        workload = job.workloads.get(kueue.workload_name(key[1], meta.get("uid", "")))
-        flavors = {}
-        for flavor in sorted(workload.flavor_names()) if workload is not None else []:
-            found = await self._cluster_read(kueue.GROUP, version, "resourceflavors", flavor)
-            if found is None:
-                raise MissingAPI(
-                    f"Kueue admitted the job on ResourceFlavor {flavor}, which does not exist"
-                )
-            flavors[flavor] = kueue.Flavor.from_body(found)
-        priority = None
-        wanted = kueue.priority_class(meta.get("labels") or {}, view.spec)
-        if wanted is not None:
-            group, pc = wanted
-            found = await self._cluster_read(group, *kueue.priority_class_api(group, version), pc)
-            if found is None:
-                raise MissingAPI(
-                    f"the TFJob names priority class {pc} ({group}), which does not exist"
-                )
-            priority = kueue.Priority(group, pc, int(found.get("value", 0)))
-        job.queue = kueue.QueueView(name, version, workload, flavors, priority)
-        return job.queue
-
-    async def _drop_workloads(self, key: JobKey) -> None:
-        """A job that no longer waits in a queue (its label gone, its spec invalid) keeps no
-        Workload, so that no quota stays reserved for it."""
-        version = await self._kueue_version()
-        if version is None:
-            return
-        for name in list(self._job(key).workloads):
-            log.info("%s/%s: deleting Workload %s: the job waits in no queue", *key, name)
-            await asyncio.to_thread(self.kube.delete_workload, version, key[0], name)
-
-    async def _kueue_version(self) -> str | None:
-        """The Workload API version served, asked once it is found; None without Kueue (asked
-        again next time: Kueue may be installed meanwhile)."""
-        if self.kueue_version is None:
-            self.kueue_version = await asyncio.to_thread(self.kube.workload_version)
-        return self.kueue_version
-
-    async def _cluster_read(self, group: str, version: str, plural: str, name: str) -> Any:
-        """A cluster-scoped object, read at most once a CLUSTER_READ_SECONDS; None if absent."""
-        now = self.clock()
-        cached = self.cluster_reads.get((group, plural, name))
-        if cached is not None and now - cached[0] < CLUSTER_READ_SECONDS:
-            return cached[1]
-        found = await asyncio.to_thread(self.kube.get_cluster_object, group, version, plural, name)
-        self.cluster_reads[(group, plural, name)] = (now, found)
-        return found
-
-    async def _apply_workload(
-        self, key: JobKey, version: str, decision: kueue.WorkloadDecision
-    ) -> float | None:
-        """Replace, make or update the job's Workload; the seconds after which to try again
-        when Kueue wrote it meanwhile."""
-        namespace = key[0]
-        if decision.delete is not None:
-            log.info("%s/%s: replacing Workload %s: the job's spec changed", *key, decision.delete)
-            await asyncio.to_thread(self.kube.delete_workload, version, namespace, decision.delete)
-        if decision.create is not None:
-            await asyncio.to_thread(self.kube.create_workload, decision.create)
-        if decision.status_patch:
-            name = self._job(key).queue.workload.name  # type: ignore[union-attr]
-            try:
-                await asyncio.to_thread(
-                    self.kube.patch_workload_status, version, namespace, name, decision.status_patch
-                )
-            except kubernetes.client.ApiException as e:
-                if e.status != 409:
-                    raise
-                return WORKLOAD_CONFLICT_SECONDS
-        return None
+    async def _apply_children(
+        self, job: JobState, decision: Decision, refused: Callable[[str], Decision]
+    ) -> Decision:
+        """Apply the decision's children unless they are the ones last applied; the decision
+        that stands after (`refused`'s, for children Kubernetes will never take)."""
+        fingerprint = hashlib.blake2b(
+            json.dumps(decision.children, sort_keys=True).encode(), digest_size=16
+        ).digest()
+        if job.applied == fingerprint:
+            return decision
+        forgotten = job.forgotten
+        try:
+            await asyncio.to_thread(apply_children, self.kube, decision.children)
+        except kubernetes.client.ApiException as e:
+            if not is_terminal(e):
+                raise
+            # Kubernetes refuses what the spec makes (a port out of range, a field its
+            # version does not know, an object too large): the spec is invalid, and sending
+            # the same children again would be refused again.
+            decision = refused(f"Kubernetes refused a child: {_api_message(e)}")
+        if job.forgotten == forgotten:
+            job.applied = fingerprint
+        return decision
 
     async def _run_elsewhere(self, key: JobKey, body: dict[str, Any]) -> bool:
         """Whether another controller runs the job (`handover`): then nothing of ours is
@@ -499,7 +344,8 @@ class Reconciler:
         if manager is not None:
             if job.managed_by != manager:
                 log.info("%s: runPolicy.managedBy is %s; leaving it alone", name, manager)
-                self._post(key, body, [handover.managed_elsewhere_event(name, manager)])
+                events = [handover.managed_elsewhere_event(name, manager)]
+                post_events(self.kube, key, body, events)
                 job.managed_by = manager
             return True
         job.managed_by = ""
@@ -511,123 +357,8 @@ class Reconciler:
         decision = handover.started_elsewhere(dict(status or {}), foreign, name, datetime.now(UTC))
         if decision is None:
             return False
-        await self._write(key, body, decision)
+        await write_status(self.kube, job, key, body, decision)
         return True
-
-    async def _label_pods(self, key: JobKey, decision: Decision) -> None:
-        """Each pod's own Kubeflow labels (`kubeflow.pod_label_patches`), once per pod."""
-        job = self._job(key)
-        for name, uid, labels in decision.label_pods:
-            if uid not in job.labelled:
-                await asyncio.to_thread(self.kube.label_pod, key[0], name, uid, labels)
-                job.labelled.add(uid)
-        # Kept while the index still shows a pod without them (its event is on the way).
-        job.labelled &= {uid for _, uid, _ in decision.label_pods}
-
-    def _counts_wait(self, key: JobKey, decision: Decision) -> float | None:
-        """Seconds a patch of pod counts alone may still wait; None when it is written now."""
-        job = self._job(key)
-        if not st.counts_only(decision.patch):
-            job.counts_due = None
-            return None
-        now = self.clock()
-        if job.counts_due is None:
-            job.counts_due = now + COUNTS_DELAY_SECONDS
-        if now >= job.counts_due:
-            job.counts_due = None
-            return None
-        return job.counts_due - now
-
-    async def _write(self, key: JobKey, body: dict[str, Any], decision: Decision) -> None:
-        """The status patch, then the events it announces and the job metrics it moves."""
-        if decision.patch:
-            try:
-                result = await asyncio.to_thread(
-                    self.kube.patch_status, key[0], key[1], decision.patch
-                )
-            except kubernetes.client.ApiException as e:
-                if e.status == 404:
-                    return  # deleted meanwhile
-                raise
-            # The index may still show any object our earlier writes replaced: all of them are
-            # older than this result.
-            job = self._job(key)
-            earlier = job.written
-            superseded: frozenset[str] = frozenset()
-            if earlier is not None and earlier.result is body:
-                superseded = earlier.superseded
-            rv = body["metadata"].get("resourceVersion", "")
-            job.written = _Written(superseded | {rv}, job_record(result))
-            metrics.STATUS_WRITES.inc()
-            metrics.record(key[0], body.get("status") or {}, decision.status)
-        self._job(key).written_state = st.state(decision.status)
-        self._post(key, body, decision.events)
-
-    def _post(self, key: JobKey, body: dict[str, Any], events: list[tuple[str, str, str]]) -> None:
-        if events and not self.kube.may_write():
-            raise NotLeader("the leader Lease ran out before the events were posted")
-        for type_, reason, message in events:
-            # kopf reads only the identity of what it is given; a plain dict serves.
-            kopf.event(body, type=type_, reason=reason, message=message)  # type: ignore[arg-type]
-            metrics.TRANSITIONS.labels(reason).inc()
-            log.info("%s/%s: %s: %s", key[0], key[1], reason, message)
-
-    async def _create_failures(
-        self,
-        key: JobKey,
-        view: JobView,
-        pods: list[PodObservation],
-        sets: list[StatefulSetObservation],
-    ) -> tuple[dict[str, str], float | None]:
-        """FailedCreate messages of StatefulSets that lack pods, and when to look again.
-
-        A StatefulSet lacks pods for a moment after it is made or scaled up; only one that
-        still lacks them after a grace period is looked at, at most every few seconds per
-        job: a healthy job costs no call.
-        """
-        job = self._job(key)
-        short = lacking(key[1], sets, pods) if view.spec is not None else []
-        if not short:
-            job.create_check = None
-            return {}, None
-        now = self.clock()
-        if job.create_check is None:
-            job.create_check = _CreateCheck(since=now, failures={})
-        check = job.create_check
-        due = max(
-            check.since + CREATE_GRACE_SECONDS, (check.checked_at or 0.0) + CREATE_CHECK_SECONDS
-        )
-        if now < due:
-            return check.failures, due - now
-        listed = await self._namespace_failed_creates(key[0])
-        failures = {c.name: listed[(c.name, c.uid)] for c in short if (c.name, c.uid) in listed}
-        job.create_check = _CreateCheck(check.since, failures, checked_at=now)
-        return failures, CREATE_CHECK_SECONDS
-
-    async def _namespace_failed_creates(self, namespace: str) -> dict[tuple[str, str], str]:
-        """The namespace's FailedCreate messages by StatefulSet, from one list shared by every
-        job of the namespace that looks within a moment (a list under way included)."""
-        now = self.clock()
-        shared = self.failed_create_lists.get(namespace)
-        if shared is not None and now - shared.started < FAILED_CREATE_SHARED_SECONDS:
-            future = shared.messages
-            failed = future.done() and (future.cancelled() or future.exception() is not None)
-            if not failed:
-                return await asyncio.shield(future)
-        task = asyncio.ensure_future(asyncio.to_thread(self.kube.failed_creates, namespace))
-        self.failed_create_lists[namespace] = _SharedList(now, task)
-        return await asyncio.shield(task)
-
-    def _apply_all(self, children: list[dict[str, Any]]) -> None:
-        for child in children:
-            self.kube.apply(child)
-
-    def _converge(self, namespace: str, decision: Decision) -> None:
-        for name in decision.scale_down:
-            self.kube.scale_to_zero(namespace, name)
-        for kind, name in decision.delete_children:
-            log.info("%s: deleting %s %s: it left the spec", namespace, kind, name)
-            self.kube.delete_child(kind, namespace, name)
 
 
 def _namespace_going(e: kubernetes.client.ApiException) -> bool:

@@ -18,7 +18,7 @@ from tfjob_operator.api.spec import (
 )
 from tfjob_operator.rules import kubeflow, naming, tfconfig
 from tfjob_operator.rules.gang import Gang, join, pod_group
-from tfjob_operator.rules.kueue import Placement, place
+from tfjob_operator.rules.kueue.admission import Placement, place
 
 Manifest = dict[str, Any]
 

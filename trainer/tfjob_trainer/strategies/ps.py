@@ -188,32 +188,10 @@ def coordinate(
         opts.checkpoint_dir, step, model, optimizer, io_device=io_device, writer=True
     )
     start_step = ckpts.restore()
-    user_input = trainable.input_plugin(opts)
-
-    if user_input is not None:
-        # Each worker runs the user's function with its own InputContext (its shard).
-        per_worker: Any = strategy.distribute_datasets_from_function(
-            lambda ctx: trainable.dataset(user_input, ctx)
-        )
-    else:
-
-        def per_worker() -> tf.data.Dataset:
-            # Runs on each worker, reading that worker's copy of the record files; no fixed
-            # seed, so workers see different batches.
-            assert files is not None
-            return inputs.train_dataset(files, opts.batch_size, seed=None)
-
+    per_worker = per_worker_dataset(opts, files, strategy)
     iterator = iter(coordinator.create_per_worker_dataset(per_worker))
     step_fn = trainable.make_step_fn(t)
-
-    @tf.function  # type: ignore[untyped-decorator]  # TensorFlow has no annotations
-    def train_steps(it: Any, n: int) -> trainable.StepOut:
-        for _ in tf.range(n - 1):
-            strategy.run(step_fn, args=next(it))
-        out: trainable.StepOut = strategy.run(step_fn, args=next(it))
-        step.assign_add(n)  # one write to the parameter server per closure, not per step
-        return out
-
+    train_steps = closure_function(strategy, step_fn, step)
     progress = Progress(
         summaries.writer(opts),
         opts.batch_size,
@@ -221,30 +199,9 @@ def coordinate(
         details=summaries.details(opts, files),
         weights=lambda: model.trainable_variables,
     )
-    scheduled = start_step
-    loss, metrics = 0.0, {n: 0.0 for n in t.metrics.names}
-    started = time.perf_counter()
-    if watchdog is not None:
-        watchdog.start()
-    while scheduled < opts.steps:
-        n = min(opts.per_call(one_device=False), opts.steps - scheduled)
-        remote = coordinator.schedule(train_steps, args=(iterator, n))
-        if watchdog is not None:
-            watchdog.scheduled(remote)
-        before, scheduled = scheduled, scheduled + n
-        if scheduled // opts.log_every > before // opts.log_every or scheduled >= opts.steps:
-            fetched = fetch_report(remote)
-            if fetched is not None:
-                loss, metrics = fetched[0], trainable.named(t.metrics.names, fetched[1])
-                progress.report(min(int(step.numpy()), scheduled), loss, metrics)
-        if scheduled // opts.checkpoint_every > before // opts.checkpoint_every:
-            coordinator.join()
-            settle(step, scheduled)
-            save_checkpoint(ckpts)
-    coordinator.join()
-    if watchdog is not None:
-        watchdog.stop()
-    elapsed = time.perf_counter() - started
+    scheduled, loss, metrics, elapsed = schedule_steps(
+        opts, coordinator, train_steps, iterator, t, step, ckpts, progress, start_step, watchdog
+    )
     final = settle(step, scheduled)
     if not ckpts.latest.endswith(f"-{final}"):  # not saved at this step by the loop
         save_checkpoint(ckpts)
@@ -268,3 +225,80 @@ def coordinate(
         checkpoint=ckpts.latest,
         export=str(keras_export.save(model, opts.export_dir)),
     )
+
+
+def per_worker_dataset(
+    opts: Options, files: Files | None, strategy: tf.distribute.ParameterServerStrategy
+) -> Any:
+    """What each worker reads its batches from: the users' --input, distributed, or a function
+    that each worker runs on its own copy of the record files."""
+    user_input = trainable.input_plugin(opts)
+    if user_input is not None:
+        # Each worker runs the user's function with its own InputContext (its shard).
+        return strategy.distribute_datasets_from_function(
+            lambda ctx: trainable.dataset(user_input, ctx)
+        )
+
+    def per_worker() -> tf.data.Dataset:
+        # Runs on each worker, reading that worker's copy of the record files; no fixed
+        # seed, so workers see different batches.
+        assert files is not None
+        return inputs.train_dataset(files, opts.batch_size, seed=None)
+
+    return per_worker
+
+
+def closure_function(
+    strategy: tf.distribute.ParameterServerStrategy, step_fn: trainable.StepFn, step: tf.Variable
+) -> Any:
+    """The function a closure runs on a worker: `n` steps, then the last one's outputs."""
+
+    @tf.function  # type: ignore[untyped-decorator]  # TensorFlow has no annotations
+    def train_steps(it: Any, n: int) -> trainable.StepOut:
+        for _ in tf.range(n - 1):
+            strategy.run(step_fn, args=next(it))
+        out: trainable.StepOut = strategy.run(step_fn, args=next(it))
+        step.assign_add(n)  # one write to the parameter server per closure, not per step
+        return out
+
+    return train_steps
+
+
+def schedule_steps(
+    opts: Options,
+    coordinator: tf.distribute.coordinator.ClusterCoordinator,
+    train_steps: Any,
+    iterator: Any,
+    t: trainable.Trainable,
+    step: tf.Variable,
+    ckpts: Checkpoints,
+    progress: Progress,
+    scheduled: int,
+    watchdog: stall.Watchdog | None,
+) -> tuple[int, float, dict[str, float], float]:
+    """Schedule closures from step `scheduled` to `opts.steps`, fetch a report at each log
+    boundary, join and save at each checkpoint boundary, then join the last ones; (the steps
+    scheduled, the last loss and metrics fetched, the seconds it took)."""
+    loss, metrics = 0.0, {n: 0.0 for n in t.metrics.names}
+    started = time.perf_counter()
+    if watchdog is not None:
+        watchdog.start()
+    while scheduled < opts.steps:
+        n = min(opts.per_call(one_device=False), opts.steps - scheduled)
+        remote = coordinator.schedule(train_steps, args=(iterator, n))
+        if watchdog is not None:
+            watchdog.scheduled(remote)
+        before, scheduled = scheduled, scheduled + n
+        if scheduled // opts.log_every > before // opts.log_every or scheduled >= opts.steps:
+            fetched = fetch_report(remote)
+            if fetched is not None:
+                loss, metrics = fetched[0], trainable.named(t.metrics.names, fetched[1])
+                progress.report(min(int(step.numpy()), scheduled), loss, metrics)
+        if scheduled // opts.checkpoint_every > before // opts.checkpoint_every:
+            coordinator.join()
+            settle(step, scheduled)
+            save_checkpoint(ckpts)
+    coordinator.join()
+    if watchdog is not None:
+        watchdog.stop()
+    return scheduled, loss, metrics, time.perf_counter() - started

@@ -161,8 +161,56 @@ def train(
     # Every worker must save (saving is collective); only the chief writes where it counts.
     save_dir = opts.checkpoint_dir if is_chief else Path(tempfile.mkdtemp(prefix="tfjob-ckpt-"))
     ckpts = Checkpoints(save_dir, step, model, optimizer, writer=is_chief)
-    current = ckpts.restore(tf.train.latest_checkpoint(str(opts.checkpoint_dir)))
-    start_step = current
+    start_step = ckpts.restore(tf.train.latest_checkpoint(str(opts.checkpoint_dir)))
+    train_steps = steps_function(
+        strategy, opts, files, t, step, global_batch, start_step, single=single, seed=seed
+    )
+    progress = Progress(
+        summaries.writer(opts) if is_chief else None,
+        global_batch,
+        start_step,
+        details=summaries.details(opts, files) if is_chief else None,
+        weights=lambda: model.trainable_variables,
+    )
+    current, loss, metrics, elapsed = run_steps(
+        train_steps, opts, t, ckpts, progress, start_step, is_chief=is_chief, single=single
+    )
+    if start_step >= opts.steps:
+        log.info("already trained to step %d; nothing to do", start_step)
+    export_path = keras_export.save(model, opts.export_dir if is_chief else save_dir / "export")
+    evaluation = trainable.evaluate(opts, t, files) if is_chief else None
+    return result.trained(
+        name,
+        steps=current,
+        trained_steps=current - start_step,
+        examples_per_step=global_batch,
+        elapsed=elapsed,
+        loss=loss,
+        metrics=metrics,
+        evaluation=evaluation,
+        examples_per_sec=progress.steady_examples_per_sec(),
+        first_step_sec=progress.first_step_at,
+        checkpoint=ckpts.latest,
+        export=str(export_path) if is_chief else None,
+        replicas=strategy.num_replicas_in_sync,
+    )
+
+
+def steps_function(
+    strategy: tf.distribute.Strategy,
+    opts: Options,
+    files: Files | None,
+    t: trainable.Trainable,
+    step: tf.Variable,
+    global_batch: int,
+    start_step: int,
+    *,
+    single: bool,
+    seed: int,
+) -> Callable[[tf.Tensor], StepOut]:
+    """The call that runs `n` steps: fed from the data in memory when this process has one
+    replica (`memory_loop`), else from the strategy's distributed dataset (the users' --input,
+    or several replicas)."""
     user_input = trainable.input_plugin(opts)
 
     def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
@@ -183,27 +231,36 @@ def train(
         # One replica in this process: it draws its own batches (a seed of its own per worker).
         batches = MemoryBatches(files, opts.batch_size, seed=seed)
         jit = single and opts.model in XLA_MODELS
-        train_steps = memory_loop(strategy, step_fn, step, batches, jit)
-    else:
-        iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+        return memory_loop(strategy, step_fn, step, batches, jit)
+    iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
 
-        @tf.function  # type: ignore[untyped-decorator]  # TensorFlow has no annotations
-        def train_steps(n: tf.Tensor) -> StepOut:
-            # Only the last step's loss and metrics are reduced: across workers each reduce
-            # is one more all-reduce.
-            for _ in tf.range(n - 1):
-                strategy.run(step_fn, args=next(iterator))
-            out = strategy.run(step_fn, args=next(iterator))
-            step.assign_add(tf.cast(n, tf.int64))
-            return reduce_sum(strategy, out)
+    @tf.function  # type: ignore[untyped-decorator]  # TensorFlow has no annotations
+    def train_steps(n: tf.Tensor) -> StepOut:
+        # Only the last step's loss and metrics are reduced: across workers each reduce
+        # is one more all-reduce.
+        for _ in tf.range(n - 1):
+            strategy.run(step_fn, args=next(iterator))
+        out = strategy.run(step_fn, args=next(iterator))
+        step.assign_add(tf.cast(n, tf.int64))
+        return reduce_sum(strategy, out)
 
-    progress = Progress(
-        summaries.writer(opts) if is_chief else None,
-        global_batch,
-        start_step,
-        details=summaries.details(opts, files) if is_chief else None,
-        weights=lambda: model.trainable_variables,
-    )
+    compiled: Callable[[tf.Tensor], StepOut] = train_steps
+    return compiled
+
+
+def run_steps(
+    train_steps: Callable[[tf.Tensor], StepOut],
+    opts: Options,
+    t: trainable.Trainable,
+    ckpts: Checkpoints,
+    progress: Progress,
+    current: int,
+    *,
+    is_chief: bool,
+    single: bool,
+) -> tuple[int, float, dict[str, float], float]:
+    """Train from step `current` to `opts.steps`, a call never past a log or checkpoint
+    boundary; (the step reached, the last loss and metrics logged, the seconds it took)."""
     loss, metrics = 0.0, {n: 0.0 for n in t.metrics.names}
     started = time.perf_counter()
     while current < opts.steps:
@@ -221,23 +278,4 @@ def train(
                 progress.report(current, loss, metrics)
         if current % opts.checkpoint_every == 0 or current == opts.steps:
             ckpts.save()
-    elapsed = time.perf_counter() - started
-    if start_step >= opts.steps:
-        log.info("already trained to step %d; nothing to do", start_step)
-    export_path = keras_export.save(model, opts.export_dir if is_chief else save_dir / "export")
-    evaluation = trainable.evaluate(opts, t, files) if is_chief else None
-    return result.trained(
-        name,
-        steps=current,
-        trained_steps=current - start_step,
-        examples_per_step=global_batch,
-        elapsed=elapsed,
-        loss=loss,
-        metrics=metrics,
-        evaluation=evaluation,
-        examples_per_sec=progress.steady_examples_per_sec(),
-        first_step_sec=progress.first_step_at,
-        checkpoint=ckpts.latest,
-        export=str(export_path) if is_chief else None,
-        replicas=strategy.num_replicas_in_sync,
-    )
+    return current, loss, metrics, time.perf_counter() - started

@@ -6,37 +6,45 @@ from __future__ import annotations
 from datetime import datetime
 
 from tfjob_operator.api.spec import ReplicaType, TFJobSpec
-from tfjob_operator.rules import kueue
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.children import Built, Manifest
+from tfjob_operator.rules.kueue.admission import Placement, placements
+from tfjob_operator.rules.kueue.messages import (
+    ADMITTED,
+    EVICTED,
+    QUEUED,
+    admitted_message,
+    waiting_message,
+)
+from tfjob_operator.rules.kueue.queue import QueueView
+from tfjob_operator.rules.kueue.status import workload_status
+from tfjob_operator.rules.kueue.workload import WorkloadDecision, podsets, stale, workload
 from tfjob_operator.rules.lifecycle.change import Change, Condition
 from tfjob_operator.rules.lifecycle.observation import Observation
 
 
-def wanted_workload(built: Built, queue: kueue.QueueView) -> Manifest:
+def wanted_workload(built: Built, queue: QueueView) -> Manifest:
     """The Workload the job asks admission with, as it stands now: its pod templates as
     rendered for its children, before admission places them."""
-    sets = kueue.podsets(built.spec, built.templates)
-    return kueue.workload(built.job, queue.version, queue.queue, sets, queue.priority)
+    sets = podsets(built.spec, built.templates)
+    return workload(built.job, queue.version, queue.queue, sets, queue.priority)
 
 
 def admission(
-    queue: kueue.QueueView | None, wanted: Manifest | None
-) -> tuple[bool, dict[ReplicaType, kueue.Placement] | None]:
+    queue: QueueView | None, wanted: Manifest | None
+) -> tuple[bool, dict[ReplicaType, Placement] | None]:
     """(held, placements): whether Kueue holds the job back, and where admission puts each
     replica type's pods. A Workload that no longer matches the spec admits nothing."""
     if queue is None or wanted is None:
         return False, None
     wl = queue.workload
-    if wl is None or not wl.admitted or kueue.stale(wl, wanted):
+    if wl is None or not wl.admitted or stale(wl, wanted):
         return True, None
-    places = kueue.placements(wl, queue.flavors)
+    places = placements(wl, queue.flavors)
     return places is None, places
 
 
-def stopped(
-    suspend: bool, held: bool, queue: kueue.QueueView | None, name: str
-) -> Condition | None:
+def stopped(suspend: bool, held: bool, queue: QueueView | None, name: str) -> Condition | None:
     """Why the job may not run now: suspended by its spec, or queued or evicted by Kueue;
     None when it may run."""
     if suspend:
@@ -50,17 +58,17 @@ def stopped(
     return Condition(
         st.Cond.SUSPENDED,
         True,
-        kueue.EVICTED if evicted else kueue.QUEUED,
-        f"TFJob {name} is {kueue.waiting_message(queue)}."
+        EVICTED if evicted else QUEUED,
+        f"TFJob {name} is {waiting_message(queue)}."
         if evicted
-        else f"TFJob {name} is queued: {kueue.waiting_message(queue)}.",
+        else f"TFJob {name} is queued: {waiting_message(queue)}.",
     )
 
 
 def resumed(
     status: st.Status,
-    queue: kueue.QueueView | None,
-    places: dict[ReplicaType, kueue.Placement] | None,
+    queue: QueueView | None,
+    places: dict[ReplicaType, Placement] | None,
     name: str,
     now: datetime,
 ) -> Change:
@@ -74,26 +82,26 @@ def resumed(
     resume = Condition(
         st.Cond.SUSPENDED,
         False,
-        kueue.ADMITTED if wl is not None else st.Reason.RESUMED,
-        f"TFJob {name} is " + (kueue.admitted_message(wl) if wl is not None else "resumed") + ".",
+        ADMITTED if wl is not None else st.Reason.RESUMED,
+        f"TFJob {name} is " + (admitted_message(wl) if wl is not None else "resumed") + ".",
     )
     return Change((resume,), start)
 
 
 def workload_decision(
-    queue: kueue.QueueView,
+    queue: QueueView,
     wanted: Manifest,
     status: st.Status,
     spec: TFJobSpec,
     seen: Observation,
     finished: bool,
-) -> kueue.WorkloadDecision:
+) -> WorkloadDecision:
     """Make the Workload, replace a stale one while the job is not done, or write its status."""
     wl = queue.workload
     if wl is None:
-        return kueue.WorkloadDecision(create=None if finished else wanted)
-    if kueue.stale(wl, wanted) and not finished:
-        return kueue.WorkloadDecision(create=wanted, delete=wl.name)
+        return WorkloadDecision(create=None if finished else wanted)
+    if stale(wl, wanted) and not finished:
+        return WorkloadDecision(create=wanted, delete=wl.name)
     verdict = None
     if finished:
         cond = st.find(
@@ -102,8 +110,8 @@ def workload_decision(
         verdict = (st.is_true(status, st.Cond.SUCCEEDED), str((cond or {}).get("message", "")))
     expected = sum(rs.replicas for rs in spec.replicas().values())
     ready = sum(1 for p in seen.pods if p.up and not p.deleting)
-    return kueue.WorkloadDecision(
-        status_patch=kueue.workload_status(
+    return WorkloadDecision(
+        status_patch=workload_status(
             wl,
             active_pods=sum(1 for p in seen.pods if p.running),
             pods_ready=ready >= expected > 0,

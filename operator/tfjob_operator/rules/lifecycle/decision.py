@@ -11,10 +11,12 @@ from datetime import datetime
 from typing import Any
 
 from tfjob_operator.api.spec import ReplicaType, TFJobSpec
-from tfjob_operator.rules import kueue
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.children import Built, JobRef, Manifest, build
 from tfjob_operator.rules.gang import Gang, ignored_fields
+from tfjob_operator.rules.kueue.admission import Placement
+from tfjob_operator.rules.kueue.queue import QueueView
+from tfjob_operator.rules.kueue.workload import WorkloadDecision
 from tfjob_operator.rules.lifecycle.admission import (
     admission,
     resumed,
@@ -59,8 +61,8 @@ class Decision:
     label_pods: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
     # Pods to delete at once, (name, uid): lost with their node (`nodelost`).
     delete_pods: list[tuple[str, str]] = field(default_factory=list)
-    # The job's Kueue Workload: made, replaced or its status written (`kueue`).
-    workload: kueue.WorkloadDecision | None = None
+    # The job's Kueue Workload: made, replaced or its status written (`rules/kueue/`).
+    workload: WorkloadDecision | None = None
 
 
 def finish(prior: st.Status, status: st.Status) -> Decision:
@@ -86,7 +88,7 @@ def decide(
     create_failures: Mapping[str, str] | None = None,
     error: str | None = None,
     gang: Gang | None = None,
-    queue: kueue.QueueView | None = None,
+    queue: QueueView | None = None,
 ) -> Decision:
     """Compute the job's next status, its children and the side effects, from what is seen.
 
@@ -248,7 +250,7 @@ def _run(
     status: st.Status,
     seen: Observation,
     held: bool,
-    places: dict[ReplicaType, kueue.Placement] | None,
+    places: dict[ReplicaType, Placement] | None,
     name: str,
 ) -> tuple[tuple[float, ...], tuple[PodObservation, ...]]:
     """A job not finished yet: its new exits counted, then it is stopped (suspended, or held by

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from tfjob_operator.api.spec import TFJobSpec
-from tfjob_operator.rules import kueue
 from tfjob_operator.rules.gang import Gang
+from tfjob_operator.rules.kueue.queue import QueueView
 from tfjob_operator.rules.pods import PodObservation
 from tfjob_operator.rules.statefulsets import StatefulSetObservation
 
@@ -30,7 +30,7 @@ class Observation:
     create_failures: Mapping[str, str] = field(default_factory=dict)
     error: str | None = None
     gang: Gang | None = None
-    queue: kueue.QueueView | None = None
+    queue: QueueView | None = None
 
 
 def replica_pods(

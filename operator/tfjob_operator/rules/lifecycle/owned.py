@@ -6,9 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tfjob_operator.api.spec import ReplicaType, TFJobSpec
-from tfjob_operator.rules import kubeflow, kueue, naming, tensorboard
+from tfjob_operator.rules import kubeflow, naming, tensorboard
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.children import Built, JobRef, Manifest, children
+from tfjob_operator.rules.kueue.admission import Placement
 from tfjob_operator.rules.lifecycle.observation import Observation
 
 
@@ -29,7 +30,7 @@ def owned(
     seen: Observation,
     built: Built | None,
     suspended: bool,
-    places: dict[ReplicaType, kueue.Placement] | None,
+    places: dict[ReplicaType, Placement] | None,
 ) -> Owned:
     """A finished job (`built` None: it needs no pod template) keeps only its TensorBoard,
     which goes with the TFJob or when it leaves the spec; a running one gets every child made

@@ -8,9 +8,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tfjob_operator.api.spec import TFJobSpec
-from tfjob_operator.rules import kueue, naming, nodelost
+from tfjob_operator.rules import naming, nodelost
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.children import mounts_checkpoint
+from tfjob_operator.rules.kueue.messages import QUEUED, pods_of, waiting_message
+from tfjob_operator.rules.kueue.queue import QueueView
 from tfjob_operator.rules.lifecycle.observation import Observation
 from tfjob_operator.rules.pods import PodObservation, Stuck
 
@@ -79,11 +81,11 @@ def missing_pods(
     return missing
 
 
-def waiting_for_kueue(spec: TFJobSpec, job: str, queue: kueue.QueueView) -> dict[str, str]:
+def waiting_for_kueue(spec: TFJobSpec, job: str, queue: QueueView) -> dict[str, str]:
     """Every pod of a job that Kueue holds waits for it: one reason, said once (the Suspended
     condition's Event), not one Event per pod."""
-    why = kueue.waiting_message(queue)
-    return {pod: Stuck(kueue.QUEUED, why).describe() for pod in kueue.pods_of(spec, job)}
+    why = waiting_message(queue)
+    return {pod: Stuck(QUEUED, why).describe() for pod in pods_of(spec, job)}
 
 
 def waiting_events(prior: st.Status, status: st.Status) -> list[tuple[str, str, str]]:
@@ -97,7 +99,7 @@ def waiting_events(prior: st.Status, status: st.Status) -> list[tuple[str, str, 
             else ("Warning", st.Reason.POD_WAITING, f"Pod {pod} cannot start: {why}")
         )
         for pod, why in sorted((status.get("waiting") or {}).items())
-        if not why.startswith(kueue.QUEUED + ":")
+        if not why.startswith(QUEUED + ":")
         if pod not in before
         or (why.startswith(nodelost.REASON + ":") and not before[pod].startswith(nodelost.REASON))
     ]

@@ -1,0 +1,103 @@
+"""A `Decision` made true: the API calls for the children, the pods, the status and the
+Events. The reconcile (`reconcile.py`) calls them in their order; the job's Kueue Workload is
+`workloads.py`'s."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import kopf
+import kubernetes
+
+from tfjob_operator.controller import metrics
+from tfjob_operator.controller.client import Kube, NotLeader
+from tfjob_operator.controller.jobstate import JobKey, JobState, Written
+from tfjob_operator.controller.projections import job_record
+from tfjob_operator.rules import status as st
+from tfjob_operator.rules.lifecycle import Decision
+
+log = logging.getLogger(__name__)
+
+# A status write that changes only pod counts waits this long, so that the pods of a job that
+# come up (or go away) together cost one write.
+COUNTS_DELAY_SECONDS = 1.0
+
+
+def apply_children(kube: Kube, children: list[dict[str, Any]]) -> None:
+    """Server-side apply each child (in a thread: the client blocks)."""
+    for child in children:
+        kube.apply(child)
+
+
+def converge(kube: Kube, namespace: str, decision: Decision) -> None:
+    """Scale down and delete the children the decision no longer wants (in a thread)."""
+    for name in decision.scale_down:
+        kube.scale_to_zero(namespace, name)
+    for kind, name in decision.delete_children:
+        log.info("%s: deleting %s %s: it left the spec", namespace, kind, name)
+        kube.delete_child(kind, namespace, name)
+
+
+async def label_pods(kube: Kube, job: JobState, namespace: str, decision: Decision) -> None:
+    """Each pod's own Kubeflow labels (`kubeflow.pod_label_patches`), once per pod."""
+    for name, uid, labels in decision.label_pods:
+        if uid not in job.labelled:
+            await asyncio.to_thread(kube.label_pod, namespace, name, uid, labels)
+            job.labelled.add(uid)
+    # Kept while the index still shows a pod without them (its event is on the way).
+    job.labelled &= {uid for _, uid, _ in decision.label_pods}
+
+
+def counts_wait(job: JobState, decision: Decision, clock: Callable[[], float]) -> float | None:
+    """Seconds a patch of pod counts alone may still wait; None when it is written now."""
+    if not st.counts_only(decision.patch):
+        job.counts_due = None
+        return None
+    now = clock()
+    if job.counts_due is None:
+        job.counts_due = now + COUNTS_DELAY_SECONDS
+    if now >= job.counts_due:
+        job.counts_due = None
+        return None
+    return job.counts_due - now
+
+
+async def write_status(
+    kube: Kube, job: JobState, key: JobKey, body: dict[str, Any], decision: Decision
+) -> None:
+    """The status patch, then the events it announces and the job metrics it moves."""
+    if decision.patch:
+        try:
+            result = await asyncio.to_thread(kube.patch_status, key[0], key[1], decision.patch)
+        except kubernetes.client.ApiException as e:
+            if e.status == 404:
+                return  # deleted meanwhile
+            raise
+        # The index may still show any object our earlier writes replaced: all of them are
+        # older than this result.
+        earlier = job.written
+        superseded: frozenset[str] = frozenset()
+        if earlier is not None and earlier.result is body:
+            superseded = earlier.superseded
+        rv = body["metadata"].get("resourceVersion", "")
+        job.written = Written(superseded | {rv}, job_record(result))
+        metrics.STATUS_WRITES.inc()
+        metrics.record(key[0], body.get("status") or {}, decision.status)
+    job.written_state = st.state(decision.status)
+    post_events(kube, key, body, decision.events)
+
+
+def post_events(
+    kube: Kube, key: JobKey, body: dict[str, Any], events: list[tuple[str, str, str]]
+) -> None:
+    """Post the job's Events, as the leader only."""
+    if events and not kube.may_write():
+        raise NotLeader("the leader Lease ran out before the events were posted")
+    for type_, reason, message in events:
+        # kopf reads only the identity of what it is given; a plain dict serves.
+        kopf.event(body, type=type_, reason=reason, message=message)  # type: ignore[arg-type]
+        metrics.TRANSITIONS.labels(reason).inc()
+        log.info("%s/%s: %s: %s", key[0], key[1], reason, message)

@@ -1,0 +1,72 @@
+"""What the reconciler remembers of one job between its reconciles (`JobState`): it saves
+calls, writes and parsing, and paces them; a replica that starts without any of it decides the
+same. All of it goes at once, when the job leaves the index."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tfjob_operator.rules.kueue.admission import WorkloadObservation
+from tfjob_operator.rules.kueue.queue import QueueView
+from tfjob_operator.rules.lifecycle import JobView
+
+JobKey = tuple[str, str]  # (namespace, name)
+
+
+@dataclass
+class Failing:
+    """A job whose reconciles keep failing: since when, how often, and whether it is said."""
+
+    since: float
+    attempts: int = 0
+    reported: bool = False
+
+
+@dataclass(frozen=True)
+class Written:
+    """Our last status write of a job: the object it produced, and the resourceVersions it
+    supersedes (the index may still show any of them until the watch delivers our write)."""
+
+    superseded: frozenset[str]
+    result: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CreateCheck:
+    """A job whose StatefulSets lack pods: since when, their FailedCreate messages as last
+    looked at, and when that was (None: not yet)."""
+
+    since: float
+    failures: dict[str, str]
+    checked_at: float | None = None
+
+
+@dataclass
+class JobState:
+    """What the reconciler remembers of one job between its reconciles. All of it goes at
+    once, when the job leaves the index (`Reconciler.state`)."""
+
+    # A digest of the children last applied, so unchanged children are not re-sent on every
+    # pod event (the digest, not the children's JSON: kilobytes a job).
+    applied: bytes | None = None
+    # Bumped by `forget_children`: an apply under way when a child goes records no digest, since
+    # what it applied may predate the deletion.
+    forgotten: int = 0
+    written: Written | None = None
+    # The parsed spec, and the (uid, generation, name) it was read from (parsing is not free).
+    view: tuple[tuple[Any, ...], JobView] | None = None
+    # When a status write that changes pod counts alone is due at the latest (`clock` time).
+    counts_due: float | None = None
+    failing: Failing | None = None
+    create_check: CreateCheck | None = None
+    # The job's state (Created, Running, ...) as last written, for the jobs-by-state gauge.
+    written_state: str | None = None
+    # Pods (by uid) whose own Kubeflow labels were patched in: each once.
+    labelled: set[str] = field(default_factory=set)
+    # The other controller runPolicy.managedBy names, once its Event is posted ("": none).
+    managed_by: str = ""
+    # The job's Kueue Workloads as last seen, by name (`workloads.seen`), and the job's place
+    # in Kueue as last decided on.
+    workloads: dict[str, WorkloadObservation] = field(default_factory=dict)
+    queue: QueueView | None = None
