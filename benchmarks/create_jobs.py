@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -23,6 +22,7 @@ from tfjob_operator.rules.children import JobRef, desired_children
 from tfjob_testbed.jobs import tfjob
 from tfjob_testbed.kube import Kubectl, wait_for
 from tfjob_testbed.operator import OperatorProcess
+from tfjob_testbed.paths import scratch_dir
 from tfjob_testbed.sandbox import stack
 
 REPLICAS = {"PS": 1, "Worker": 2}
@@ -156,7 +156,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=100)
     add_qps_argument(parser)
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="tfjob-bench-"))
+    work = scratch_dir("tfjob-bench-")
     operator_args = ["--log-level=info", f"--kube-api-qps={args.kube_api_qps}"]
     with stack(work, operator_args) as s:
         idle_rss, _ = rss_mb(s.operator.proc.pid)

@@ -16,7 +16,6 @@ their difference: the cost of objects the operator never acts on. Run:
 from __future__ import annotations
 
 import argparse
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -29,6 +28,7 @@ from operator_scale import Sample, report_pods, table, wait_states
 from tfjob_testbed.controlplane import ControlPlane, ensure_binaries
 from tfjob_testbed.kube import Kubectl, wait_for
 from tfjob_testbed.operator import OperatorProcess
+from tfjob_testbed.paths import scratch_dir
 from tfjob_testbed.sandbox import install_crd
 from tfjob_testbed.tools import ensure_tools
 
@@ -139,7 +139,7 @@ def main() -> None:
         help="run the operator package from this directory (another checkout's operator/)",
     )
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="tfjob-crowded-"))
+    work = scratch_dir("tfjob-crowded-")
     tools = ensure_tools()
     with ControlPlane(work / "plane", ensure_binaries()) as plane:
         kubectl = Kubectl(tools.kubectl, plane.kubeconfig)

@@ -15,15 +15,14 @@ import argparse
 import signal
 import statistics
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import kubernetes
 
 from tfjob_operator.controller.leader import Timing
 from tfjob_testbed.kube import wait_for
 from tfjob_testbed.operator import OperatorProcess
+from tfjob_testbed.paths import scratch_dir
 from tfjob_testbed.sandbox import stack
 
 LEASE, NAMESPACE = "tfjob-operator-leader", "default"
@@ -44,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=3, help="handovers per way of stopping")
     args = p.parse_args(argv)
     timing = Timing()
-    workdir = Path(tempfile.mkdtemp(prefix="tfjob-handover-"))
+    workdir = scratch_dir("tfjob-handover-")
     with stack(workdir) as s:
         s.operator.stop()  # the stack's own, without election
         coordination = kubernetes.client.CoordinationV1Api(s.api)

@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import statistics
-import tempfile
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -40,6 +39,7 @@ from tfjob_testbed.controlplane import AUDIT_EVERYTHING, ControlPlane, ensure_bi
 from tfjob_testbed.jobs import container_status
 from tfjob_testbed.kube import Kubectl, wait_for
 from tfjob_testbed.operator import OperatorProcess
+from tfjob_testbed.paths import scratch_dir
 from tfjob_testbed.sandbox import install_crd
 from tfjob_testbed.tools import ensure_tools
 
@@ -225,7 +225,7 @@ def main() -> None:
     )
     add_qps_argument(parser)
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="tfjob-scale-"))
+    work = scratch_dir("tfjob-scale-")
     tools = ensure_tools()
     with ControlPlane(work / "plane", ensure_binaries(), audit_policy=AUDIT_EVERYTHING) as plane:
         kubectl = Kubectl(tools.kubectl, plane.kubeconfig)

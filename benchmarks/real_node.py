@@ -13,7 +13,6 @@ import re
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -23,6 +22,7 @@ import yaml
 from tfjob_protocol.result import parse_last
 from tfjob_testbed.cluster import Cluster, running
 from tfjob_testbed.jobs import example
+from tfjob_testbed.paths import scratch_dir
 
 STEP = re.compile(r"^step \d+", re.MULTILINE)
 POLL = 0.1
@@ -166,7 +166,7 @@ def main() -> None:
     with running() as cluster:
         bring_up = dict(cluster.timings)
         real = [one_real_run(cluster, extra) for _ in range(a.runs)]
-    work = Path(tempfile.mkdtemp(prefix="tfjob-bench-node-"))
+    work = scratch_dir("tfjob-bench-node-")
     local = [one_local_run(work, extra) for _ in range(a.runs)]
     print("\n`make cluster` bring-up, this run (seconds):\n")
     print("| part | s |\n|---|---|")

@@ -7,8 +7,8 @@ Nothing in the picture is typed by hand: the packages and their folders, their l
 (pyproject.toml's `[[tool.importlinter.contracts]]`), which package imports which (every
 `import` in the sources, read with `ast`), who starts whom (`-m package` in the sources, the
 Dockerfile's ENTRYPOINTs), what the operator may touch in Kubernetes (`tfjob_operator.api.rbac`)
-and the test bed's Go modules (`testbed/go/*/go.mod`). tests/unit/test_docs.py regenerates the
-region and fails when the committed page differs. Standard library only, no network.
+and the test bed's Go modules (`testbed/go/*/go.mod`). tests/unit/repo/test_docs.py regenerates
+the region and fails when the committed page differs. Standard library only, no network.
 """
 
 from __future__ import annotations
@@ -289,11 +289,11 @@ def region() -> str:
             BEGIN,
             "",
             "Generated from the repo by `.venv/bin/python docs/architecture.py`; do not edit",
-            "by hand: run it again after a change, and `tests/unit/test_docs.py` fails until you",
-            "do. A package with a layers contract is drawn as its layers, top to bottom: each",
-            "layer may import those below it, never those above. Solid arrows are imports from",
-            "one package into another (and Kubernetes clients); dotted ones are processes started",
-            "(`-m`), what each image runs, and what the test bed builds.",
+            "by hand: run it again after a change, and `tests/unit/repo/test_docs.py` fails until",
+            "you do. A package with a layers contract is drawn as its layers, top to bottom:",
+            "each layer may import those below it, never those above. Solid arrows are imports",
+            "from one package into another (and Kubernetes clients); dotted ones are processes",
+            "started (`-m`), what each image runs, and what the test bed builds.",
             "",
             *mermaid(),
             "",

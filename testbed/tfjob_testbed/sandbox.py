@@ -8,7 +8,6 @@ become StatefulSets, Services and Pods, and the pods stay Pending (`make cluster
 from __future__ import annotations
 
 import contextlib
-import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ import kubernetes
 from tfjob_testbed.controlplane import ControlPlane, ensure_binaries
 from tfjob_testbed.kube import Kubectl
 from tfjob_testbed.operator import OperatorProcess
-from tfjob_testbed.paths import ROOT
+from tfjob_testbed.paths import ROOT, scratch_dir
 from tfjob_testbed.tools import ensure_tools
 
 
@@ -57,7 +56,7 @@ def stack(workdir: Path, operator_args: Sequence[str] = ()) -> Iterator[Stack]:
 
 
 def main() -> None:
-    workdir = Path(tempfile.mkdtemp(prefix="tfjob-up-"))
+    workdir = scratch_dir("tfjob-up-")
     with stack(workdir) as s:
         print(
             "\nControl plane and operator are up. In another shell:\n\n"

@@ -1,0 +1,112 @@
+"""kopf's handlers. Every kind of child the operator makes is one it watches, through its label
+selector: one deleted by someone else wakes its job, which makes it again, even when the
+deletion comes in the middle of a reconcile (test_reconcile.py here; on the API server,
+tests/integration/test_operator.py and test_gang.py). And no handler runs on a clock, which
+keeps the operator's API requests few."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+import kopf
+import pytest
+
+from tfjob_operator.controller import handlers
+from tfjob_operator.controller.projections import ChildChanges
+from tfjob_operator.rules import naming
+from tfjob_operator.rules.gang import Gang, Scheduler
+from tfjob_operator.rules.lifecycle import JobView, decide
+from tfjob_testbed.jobs import tfjob
+
+NOW = datetime(2026, 11, 24, tzinfo=UTC)
+GANGS = [None, *(Gang(s) for s in Scheduler)]
+KEY = ("team-a", "mnist")
+INDEXES = {"tfjobs": {}, "tfjob_pods": {}, "tfjob_statefulsets": {}}  # kopf's, as handlers get them
+
+
+def every_child(gang: Gang | None) -> list[dict]:
+    """What a job with every optional child (checkpoint claim, TensorBoard, PodGroup) gets."""
+    body = tfjob(
+        replicas={"Chief": 1, "PS": 1, "Worker": 2},
+        checkpoint={"storage": {"size": "1Gi"}},
+        tensorboard={},
+    )
+    return decide(JobView.from_body(body), [], NOW, "cluster.local", gang=gang).children
+
+
+def resource(child: dict) -> tuple[str, str, str]:
+    group, _, version = child["apiVersion"].rpartition("/")
+    return group, version, child["kind"].lower() + "s"
+
+
+@pytest.mark.parametrize("gang", GANGS, ids=lambda g: g.scheduler.value if g else "no-gang")
+def test_every_kind_of_child_is_watched_and_carries_the_selector_label(gang):
+    children = every_child(gang)
+    kinds = {c["kind"] for c in children}
+    assert {"PersistentVolumeClaim", "Service", "StatefulSet", "Deployment"} <= kinds
+    assert ("PodGroup" in kinds) == (gang is not None)
+    for child in children:
+        assert resource(child) in handlers.watched(gang), f"{child['kind']} is not watched"
+        labels = child["metadata"]["labels"]
+        assert handlers.OURS.items() <= labels.items(), f"{child['kind']} escapes the selector"
+
+
+def test_pod_groups_are_watched_only_for_the_scheduler_in_use():
+    assert handlers.watched(None) == handlers.OWNED
+    assert not [r for r in handlers.OWNED if r[2] == "podgroups"]
+    for scheduler in Scheduler:
+        extra = [r for r in handlers.watched(Gang(scheduler)) if r not in handlers.OWNED]
+        assert extra == [scheduler.api]
+
+
+class Forgetting:
+    """Stands in for the Reconciler where a deletion meets it."""
+
+    def __init__(self) -> None:
+        self.forgotten: list[tuple[str, str]] = []
+        self.jobs = self.pods = self.statefulsets = {}
+
+    def forget_children(self, key) -> None:
+        self.forgotten.append(key)
+
+    def start_first_pass(self) -> None:
+        pass
+
+
+class Queue:
+    def __init__(self) -> None:
+        self.scheduled: list[tuple[str, str]] = []
+
+    def schedule(self, key) -> None:
+        self.scheduled.append(key)
+
+
+def test_a_deleted_child_makes_the_leader_apply_its_job_again():
+    """The deletion forgets what was applied and wakes the job; whether a reconcile is under
+    way then is the reconciler's to handle (tests/unit/operator/controller/test_reconcile.py)."""
+    reconciler, queue = Forgetting(), Queue()
+    memo = kopf.Memo(reconciler=reconciler, elector=None, children=ChildChanges(), queue=queue)
+    memo.shared = handlers._Shared()
+    asyncio.run(
+        handlers.owned_event(
+            type="DELETED",
+            namespace=KEY[0],
+            uid="uid-service",
+            labels={naming.LABEL_JOB_NAME: KEY[1], **handlers.OURS},
+            resource=kopf.Resource("", "v1", "services"),
+            memo=memo,
+            **INDEXES,
+        )
+    )
+    assert reconciler.forgotten == [KEY]
+    assert queue.scheduled == [KEY]
+
+
+def test_no_kopf_handler_runs_on_a_clock_or_writes_progress():
+    """Timers, daemons and resumable change handlers would cost requests per job while it
+    idles (or annotations on every change): the operator only reacts to events."""
+    handlers.register()
+    registry = kopf.get_default_registry()
+    assert not list(registry._spawning.get_all_handlers()), "timers or daemons"
+    assert not list(registry._changing.get_all_handlers()), "on.create/update/delete handlers"

@@ -1,0 +1,337 @@
+"""The reconciler on a fake client: what it remembers of each job between reconciles (the
+status write cache, the fold of count-only writes, the FailedCreate checks), what it shares
+across the jobs of a namespace, and that it forgets a job whole; and which API errors only a
+spec change can heal (the job fails as InvalidSpec) and which are retried (and become a
+ReconcileError condition if they last).
+
+kopf's indexes are plain dicts here, the API server a `FakeKube` that keeps the TFJobs and
+records every call (fakes.py), and time is the reconciler's injected clock: no sleeps.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+from typing import Any
+
+import kubernetes
+import pytest
+
+from tfjob_operator.controller.apply import COUNTS_DELAY_SECONDS
+from tfjob_operator.controller.failedcreates import (
+    CREATE_CHECK_SECONDS,
+    CREATE_GRACE_SECONDS,
+    FAILED_CREATE_SHARED_SECONDS,
+)
+from tfjob_operator.controller.jobstate import JobState
+from tfjob_operator.controller.projections import job_record
+from tfjob_operator.controller.reconcile import (
+    PERSISTENT_ATTEMPTS,
+    PERSISTENT_SECONDS,
+    is_terminal,
+)
+from tfjob_operator.controller.workqueue import RetryableError
+from tfjob_operator.rules import status as st
+from tfjob_operator.rules.kueue.admission import observe_workload
+from tfjob_operator.rules.kueue.queue import QueueView
+from tfjob_operator.rules.statefulsets import StatefulSetObservation
+
+
+def api_error(status: int, message: str = "boom") -> kubernetes.client.ApiException:
+    e = kubernetes.client.ApiException(status=status, reason="Reason")
+    e.body = json.dumps({"kind": "Status", "message": message})
+    return e
+
+
+def test_an_index_behind_our_own_status_write_is_not_taken_for_a_new_state(cluster):
+    key = cluster.create("mnist", replicas={"Worker": 2})
+    cluster.reconcile(key, deliver=False)
+    assert len(cluster.writes(key)) == 1
+    assert cluster.reasons() == [st.Reason.CREATED]
+    first = copy.deepcopy(cluster.kube.stored[key])
+    first_rv = first["metadata"]["resourceVersion"]
+    assert cluster.reconciler.wrote(key, first_rv)
+    assert not cluster.reconciler.wrote(key, "2"), "the version before our write is not ours"
+
+    # The index still shows the job without a status: nothing new to say.
+    cluster.reconcile(key, deliver=False)
+    assert len(cluster.writes(key)) == 1, "the stale index was taken for the job's status"
+    assert cluster.reasons() == [st.Reason.CREATED]
+
+    # A second write on top of the first, while the index still shows neither.
+    cluster.running(key, 0, 1)
+    cluster.reconcile(key, deliver=False)
+    assert len(cluster.writes(key)) == 2
+    assert cluster.reasons() == [st.Reason.CREATED, st.Reason.RUNNING]
+    assert cluster.writes(key)[1].keys() >= {"conditions"}, "the patch is against our write"
+    assert "startTime" not in cluster.writes(key)[1], "startTime was written by the first write"
+    cluster.reconcile(key, deliver=False)
+    assert len(cluster.writes(key)) == 2, "the object before both writes was taken as news"
+
+    # The watch now brings our first write: older than the second, so still not news.
+    cluster.jobs[key] = [job_record(first)]
+    cluster.reconcile(key, deliver=False)
+    assert len(cluster.writes(key)) == 2
+    assert cluster.reasons() == [st.Reason.CREATED, st.Reason.RUNNING]
+
+    # Another writer empties the status: a newer object than ours, which is taken as it is.
+    cluster.kube.stored[key]["status"] = {}
+    cluster.kube.stored[key]["metadata"]["resourceVersion"] = cluster.kube.next_rv()
+    cluster.deliver(key)
+    cluster.reconcile(key)
+    assert len(cluster.writes(key)) == 3
+    assert st.is_true(cluster.status(key), st.Cond.RUNNING)
+
+
+def test_pod_counts_alone_wait_and_fold_into_one_write_a_transition_goes_at_once(cluster):
+    key = cluster.create("mnist", replicas={"Worker": 3})
+    cluster.reconcile(key)
+    assert len(cluster.writes(key)) == 1
+
+    cluster.running(key, 0)
+    assert cluster.reconcile(key) == pytest.approx(COUNTS_DELAY_SECONDS)
+    cluster.now += 0.4
+    cluster.running(key, 0, 1)
+    assert cluster.reconcile(key) == pytest.approx(COUNTS_DELAY_SECONDS - 0.4), "the due stays"
+    assert len(cluster.writes(key)) == 1, "pod counts alone were written at once"
+
+    cluster.now += COUNTS_DELAY_SECONDS - 0.4
+    assert cluster.reconcile(key) is None
+    assert len(cluster.writes(key)) == 2
+    folded = cluster.writes(key)[-1]
+    assert set(folded) <= st.COUNTS
+    assert folded["activeReplicas"] == "2/3", "both pods in one write"
+    assert cluster.reconcile(key) is None
+    assert len(cluster.writes(key)) == 2
+
+    # A count change starts a wait; a transition meanwhile is written at once, counts with it.
+    cluster.now += 5
+    cluster.running(key, 0)
+    assert cluster.reconcile(key) == pytest.approx(COUNTS_DELAY_SECONDS)
+    cluster.now += 0.1
+    cluster.running(key, 0, 1, 2)
+    assert cluster.reconcile(key) is None
+    assert len(cluster.writes(key)) == 3
+    assert cluster.writes(key)[-1]["activeReplicas"] == "3/3"
+    assert cluster.reasons() == [st.Reason.CREATED, st.Reason.RUNNING]
+
+    # The wait that the transition ended is gone: the next count change waits afresh.
+    cluster.now += 20
+    cluster.running(key, 0, 1)
+    assert cluster.reconcile(key) == pytest.approx(COUNTS_DELAY_SECONDS)
+    assert len(cluster.writes(key)) == 3
+
+
+def test_jobs_of_a_namespace_lacking_pods_share_one_failed_create_list(cluster):
+    a1, a2, a3 = (cluster.create(n, "a", replicas={"Worker": 2}) for n in ("j1", "j2", "j3"))
+    b1 = cluster.create("j4", "b", replicas={"Worker": 2})
+    sets = {key: cluster.lacking_workers(key, 2) for key in (a1, a2, a3, b1)}
+    cluster.kube.failed["a"] = {
+        (sets[a1].name, sets[a1].uid): 'pods "j1-worker-0" is forbidden: exceeded quota',
+        ("j9-worker", "sts-of-another-job"): "not j1's",
+    }
+    for key in (a1, a2, a3, b1):
+        assert cluster.reconcile(key) == pytest.approx(CREATE_GRACE_SECONDS)
+    assert cluster.calls("failed_creates") == [], "a StatefulSet lacks pods for a moment"
+
+    cluster.now += CREATE_GRACE_SECONDS
+    cluster.reconcile(a1)
+    cluster.reconcile(a2)
+    cluster.now += FAILED_CREATE_SHARED_SECONDS - 0.5
+    cluster.reconcile(a3)
+    assert cluster.calls("failed_creates") == [("failed_creates", "a")]
+    cluster.reconcile(b1)
+    assert cluster.calls("failed_creates") == [("failed_creates", "a"), ("failed_creates", "b")]
+    waiting = cluster.status(a1)["waiting"]
+    assert waiting == {
+        f"j1-worker-{i}": 'FailedCreate: pods "j1-worker-0" is forbidden: exceeded quota'
+        for i in range(2)
+    }
+    assert "waiting" not in cluster.status(a2), "another StatefulSet's message is not a2's"
+    assert cluster.reasons("j1") == [st.Reason.CREATED] + [st.Reason.POD_WAITING] * 2
+    assert cluster.reasons("j2") == [st.Reason.CREATED]
+
+    # Each job looks again every CREATE_CHECK_SECONDS, not on every reconcile.
+    cluster.now += 1.0
+    cluster.reconcile(a1)
+    assert len(cluster.calls("failed_creates")) == 2
+    # a1 lists again; a3, looked at last 1.5 s later, shares that list within its window.
+    cluster.now = 1000.0 + CREATE_GRACE_SECONDS + CREATE_CHECK_SECONDS
+    cluster.reconcile(a1)
+    cluster.now += FAILED_CREATE_SHARED_SECONDS - 0.5
+    cluster.reconcile(a3)
+    assert [c[1] for c in cluster.calls("failed_creates")] == ["a", "b", "a"]
+    # Past the window, a job lists anew.
+    cluster.now += 1.0
+    cluster.reconcile(a2)
+    assert [c[1] for c in cluster.calls("failed_creates")] == ["a", "b", "a", "a"]
+
+
+def test_a_failed_failed_create_list_is_not_shared(cluster):
+    a1, a2 = (cluster.create(n, "a", replicas={"Worker": 1}) for n in ("j1", "j2"))
+    for key in (a1, a2):
+        cluster.lacking_workers(key, 1)
+        cluster.reconcile(key)
+    cluster.now += CREATE_GRACE_SECONDS
+    cluster.kube.errors["failed_creates"] = api_error(503)
+    with pytest.raises(RetryableError):
+        cluster.reconcile(a1)
+    del cluster.kube.errors["failed_creates"]
+    cluster.reconcile(a2)
+    assert [c[1] for c in cluster.calls("failed_creates")] == ["a", "a"]
+
+
+def test_a_job_gone_from_the_index_is_forgotten_whole(cluster):
+    key = cluster.create("mnist", replicas={"Worker": 2})
+    other = cluster.create("other", replicas={"Worker": 2})
+    for k in (key, other):
+        cluster.lacking_workers(k, 2)
+        cluster.reconcile(k, deliver=False)  # written, and the index behind
+    # A StatefulSet that left the spec: deleted on every reconcile until it is gone.
+    cluster.sets[key].append(StatefulSetObservation("mnist-ps", "sts-mnist-ps", 1))
+    cluster.running(key, 0)
+    cluster.reconcile(key, deliver=False)  # a count change waits
+    cluster.now += CREATE_GRACE_SECONDS
+    cluster.kube.errors["delete_child"] = api_error(500)
+    with pytest.raises(RetryableError):
+        cluster.reconcile(key, deliver=False)  # fails after the FailedCreate look
+    state = cluster.reconciler.state[key]
+    # What a queued job keeps (tests/unit/operator/rules/kueue/, tests/integration/test_kueue.py).
+    state.queue = QueueView("team-a", "v1beta2")
+    state.workloads["tfjob-mnist-1a2b3"] = observe_workload({"metadata": {}})
+    unset = [f.name for f in dataclasses.fields(JobState) if getattr(state, f.name) is None]
+    assert unset == [], "the test leaves some of a job's state unexercised"
+    assert cluster.reconciler.states() == [("default", "Created")] * 2
+    written_rv = cluster.kube.stored[key]["metadata"]["resourceVersion"]
+    assert cluster.reconciler.wrote(key, written_rv)
+
+    del cluster.kube.errors["delete_child"]
+    calls = len(cluster.kube.calls)
+    cluster.delete(key)
+    assert cluster.reconcile(key) is None
+    assert key not in cluster.reconciler.state
+    assert not cluster.reconciler.wrote(key, written_rv)
+    assert cluster.reconciler.states() == [("default", "Created")], "only the other job is left"
+    assert other in cluster.reconciler.state
+    assert "default" in cluster.reconciler.failed_creates.lists, "shared with the other job"
+    assert len(cluster.kube.calls) == calls, "a job that is gone costs no call"
+
+
+def test_an_unchanged_job_costs_no_call_and_no_event(cluster):
+    key = cluster.create("mnist", replicas={"Worker": 2})
+    assert cluster.reconcile(key) is None
+    calls, events = list(cluster.kube.calls), list(cluster.events)
+    assert [c[0] for c in calls] == ["apply"] * 2 + ["patch_status"]
+    assert cluster.reconcile(key) is None
+    assert cluster.kube.calls == calls
+    assert cluster.events == events
+
+    cluster.running(key, 0, 1)
+    cluster.reconcile(key)
+    calls, events = list(cluster.kube.calls), list(cluster.events)
+    assert calls[-1][0] == "patch_status" and "apply" not in {c[0] for c in calls[3:]}
+    assert cluster.reconcile(key) is None
+    assert cluster.kube.calls == calls
+    assert cluster.events == events
+
+    # A child deleted behind our back: the same children are applied again; no status write.
+    cluster.reconciler.forget_children(key)
+    cluster.reconcile(key)
+    assert [c[0] for c in cluster.kube.calls[len(calls) :]] == ["apply"] * 2
+    assert cluster.events == events
+
+
+def test_a_child_deleted_while_the_children_are_applied_is_applied_again(cluster):
+    """The deletion's event comes while a reconcile applies children made before it: that
+    reconcile must not record them as applied, or the next one would not make the child."""
+    key = cluster.create("mnist", replicas={"Worker": 1})
+    apply = cluster.kube.apply
+
+    def deleted_meanwhile(manifest: dict[str, Any]) -> None:
+        apply(manifest)
+        cluster.kube.apply = apply  # once
+        cluster.reconciler.forget_children(key)
+
+    cluster.kube.apply = deleted_meanwhile
+    cluster.reconcile(key)
+    first = [c for c in cluster.kube.calls if c[0] == "apply"]
+    assert len(first) == 2
+    calls = len(cluster.kube.calls)
+    cluster.reconcile(key)
+    assert [c for c in cluster.kube.calls[calls:] if c[0] == "apply"] == first
+    calls = len(cluster.kube.calls)
+    cluster.reconcile(key)
+    assert not [c for c in cluster.kube.calls[calls:] if c[0] == "apply"], "then applied once"
+
+
+def test_a_failure_that_persists_is_said_in_status_once_and_cleared_once_healed(cluster):
+    key = cluster.create("mnist", replicas={"Worker": 1})
+    cluster.kube.errors["apply"] = api_error(500, "etcd is sad")
+    for _ in range(PERSISTENT_ATTEMPTS - 1):
+        with pytest.raises(RetryableError):
+            cluster.reconcile(key)
+    assert cluster.writes(key) == []
+    with pytest.raises(RetryableError):
+        cluster.reconcile(key)
+    assert st.is_true(cluster.status(key), st.Cond.RECONCILE_ERROR)
+    assert "etcd is sad" in st.find(cluster.status(key), st.Cond.RECONCILE_ERROR)["message"]
+    cluster.kube.errors["apply"] = api_error(500, "etcd is still sad")
+    with pytest.raises(RetryableError):
+        cluster.reconcile(key)
+    assert len(cluster.writes(key)) == 1, "said once, not at every new message"
+    assert cluster.reasons().count(st.Reason.RECONCILE_ERROR) == 1
+    failing = cluster.reconciler.state[key].failing
+    assert failing is not None and failing.reported, "no decision again at every retry"
+    assert failing.attempts == PERSISTENT_ATTEMPTS + 1
+
+    del cluster.kube.errors["apply"]
+    cluster.reconcile(key)
+    assert not st.is_true(cluster.status(key), st.Cond.RECONCILE_ERROR)
+    assert cluster.reasons()[-1] == st.Reason.RECONCILED
+    assert cluster.reconciler.state[key].failing is None
+
+    # A failure counts afresh, and lasting PERSISTENT_SECONDS is enough.
+    cluster.kube.errors["apply"] = api_error(500, "again")
+    cluster.reconciler.forget_children(key)
+    writes = len(cluster.writes(key))
+    with pytest.raises(RetryableError):
+        cluster.reconcile(key)
+    cluster.now += PERSISTENT_SECONDS
+    with pytest.raises(RetryableError):
+        cluster.reconcile(key)
+    assert len(cluster.writes(key)) == writes + 1
+    assert st.is_true(cluster.status(key), st.Cond.RECONCILE_ERROR)
+
+
+def test_a_standby_touches_nothing_and_a_lease_lost_mid_write_posts_no_event(cluster):
+    key = cluster.create("mnist", replicas={"Worker": 1})
+    cluster.kube.leading = [False]
+    assert cluster.reconcile(key) is None
+    assert cluster.kube.calls == []
+    assert key not in cluster.reconciler.state
+
+    cluster.kube.leading = [True, False]  # at the start; then before the events
+    assert cluster.reconcile(key) is None
+    assert len(cluster.writes(key)) == 1
+    assert cluster.events == []
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "terminal"),
+    [
+        (422, 'StatefulSet.apps "x" is invalid: spec.template...containerPort', True),
+        (400, "admission webhook denied the request: limits required", True),
+        (413, "Request entity too large: limit is 3145728", True),
+        (500, "failed to create typed patch object: .spec.x: field not declared in schema", True),
+        (500, "etcdserver: request is too large", True),
+        (500, "Internal error occurred: connection refused", False),
+        (503, "the server is currently unable to handle the request", False),
+        (403, 'services "x" is forbidden: exceeded quota: no-services', False),
+        (403, 'User "x" cannot patch resource "statefulsets"', False),
+        (409, "Operation cannot be fulfilled: the object has been modified", False),
+        (429, "Too many requests", False),
+    ],
+)
+def test_what_only_a_spec_change_can_heal(status, message, terminal):
+    assert is_terminal(api_error(status, message)) is terminal

@@ -1,0 +1,559 @@
+"""The Helm chart without a cluster: it lints, its renders are valid Kubernetes objects for the
+versions we support, its pod meets the restricted Pod Security Standard, a misspelt value fails,
+and its CRD and RBAC rules are the generated ones, not copies that can drift."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from tfjob_operator.api import crd, rbac
+from tfjob_operator.api.spec import GROUPS
+from tfjob_operator.controller.main import build_parser
+from tfjob_testbed.tools import ensure_tools
+
+ROOT = Path(__file__).resolve().parents[3]
+CHART = ROOT / "charts" / "tfjob-operator"
+RELEASE, NAMESPACE = "tfjob-operator", "tfjob-system"
+FULLNAME = "tfjob-operator"  # the release name is part of the chart name, so it is used alone
+# The oldest Kubernetes that runs TF_CONFIG's pod-index label, and the newest we have schemas for.
+KUBE_VERSIONS = ("1.28.0", kubernetes_validate.latest_version())
+CLUSTER_SCOPED = {"customresourcedefinitions", "namespaces"}
+KEEP = {"helm.sh/resource-policy": "keep"}
+
+CUSTOM: dict[str, Any] = {
+    "image": {
+        "repository": "registry.example.com/ml/tfjob",
+        "tag": "1.2.3",
+        "pullPolicy": "Always",
+    },
+    "imagePullSecrets": [{"name": "regcred"}],
+    "watchNamespaces": ["team-a", "team-b"],
+    "metrics": {"enabled": False},
+    "crds": {"install": False},
+    "clusterDomain": "corp.internal",
+    "logLevel": "debug",
+    "logFormat": "json",
+    "nodeSelector": {"kubernetes.io/os": "linux", "pool": "system"},
+    "tolerations": [
+        {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}
+    ],
+    "affinity": {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "arch", "operator": "In", "values": ["amd64"]}]}
+                ]
+            }
+        }
+    },
+    "serviceAccount": {"name": "tfjob-sa", "annotations": {"example.com/role": "ml"}},
+    "podAnnotations": {"example.com/owner": "ml-platform"},
+    "podLabels": {"team": "ml"},
+}
+VALUE_SETS = {"default": {}, "custom": CUSTOM}
+
+
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    return ensure_tools().helm
+
+
+def run_helm(helm: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(helm), *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def template(helm: Path, values: dict[str, Any], *args: str) -> list[dict[str, Any]]:
+    """`helm template` with these values (given on stdin), as parsed objects."""
+    proc = subprocess.run(
+        [str(helm), "template", RELEASE, str(CHART), "-n", NAMESPACE, "-f", "-", *args],
+        input=yaml.safe_dump(values),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return [d for d in yaml.safe_load_all(proc.stdout) if d]
+
+
+@pytest.fixture(scope="module")
+def renders(helm) -> dict[str, list[dict[str, Any]]]:
+    return {name: template(helm, values) for name, values in VALUE_SETS.items()}
+
+
+def find(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> list[dict[str, Any]]:
+    return [
+        d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)
+    ]
+
+
+def one(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    found = find(docs, kind, name)
+    assert len(found) == 1, f"{len(found)} {kind} {name or ''}"
+    return found[0]
+
+
+def operator_container(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    (container,) = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def is_cluster_scoped(rule: dict[str, Any]) -> bool:
+    return any(r.split("/")[0] in CLUSTER_SCOPED for r in rule["resources"])
+
+
+@pytest.mark.parametrize("values", VALUE_SETS.values(), ids=VALUE_SETS.keys())
+def test_lint_strict(helm, tmp_path, values):
+    values_file = tmp_path / "values.yaml"
+    values_file.write_text(yaml.safe_dump(values))
+    proc = run_helm(helm, "lint", "--strict", str(CHART), "-f", str(values_file))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("kube_version", KUBE_VERSIONS)
+@pytest.mark.parametrize("values", VALUE_SETS.values(), ids=VALUE_SETS.keys())
+def test_renders_are_valid_kubernetes_objects(helm, values, kube_version):
+    """Strict: an unknown or misplaced field fails too, not only a wrong type."""
+    docs = template(helm, values, "--kube-version", kube_version)
+    errors = []
+    for doc in docs:
+        try:
+            kubernetes_validate.validate(doc, kube_version, strict=True)
+        except kubernetes_validate.ValidationError as e:
+            errors.append(f"{doc['kind']}/{doc['metadata']['name']}: {e.message} at {e.path}")
+    assert errors == []
+
+
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_operator_pod_meets_restricted_pod_security(renders, name):
+    pod = one(renders[name], "Deployment")["spec"]["template"]["spec"]
+    container = operator_container(renders[name])
+    pod_sc, sc = pod.get("securityContext", {}), container["securityContext"]
+    assert pod_sc.get("runAsNonRoot", sc.get("runAsNonRoot")) is True
+    assert pod_sc.get("runAsUser", 1) != 0 and sc.get("runAsUser", 1) != 0
+    seccomp = sc.get("seccompProfile", pod_sc.get("seccompProfile"))
+    assert seccomp == {"type": "RuntimeDefault"}
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc.get("privileged", False) is False
+    assert sc["readOnlyRootFilesystem"] is True
+    assert not {"hostNetwork", "hostPID", "hostIPC"} & set(pod)
+    assert all("hostPort" not in p for p in container["ports"])
+    allowed = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "projected", "secret"}
+    assert all(set(v) - {"name"} <= allowed for v in pod["volumes"])
+    # The read-only root needs a writable /tmp.
+    assert {"name": "tmp", "emptyDir": {}} in pod["volumes"]
+    assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
+
+
+@pytest.mark.parametrize(
+    ("setting", "why"),
+    [
+        ("imag.tag=x", "additional properties 'imag'"),
+        ("metrics.prot=1", "additional properties 'prot'"),
+        ("crds.instal=false", "additional properties 'instal'"),
+        ("securityContext.runAsNonroot=true", "additional properties 'runAsNonroot'"),
+        ("logLevel=verbose", "logLevel"),
+        ("logFormat=text", "logFormat"),
+        ("replicaCount=-1", "replicaCount"),
+        ("gangScheduling.scheduler=kueue", "gangScheduling/scheduler"),
+        ("leaderElection.leaseDuration=0", "leaderElection/leaseDuration"),
+        ("metrics.serviceMonitor.interval=often", "serviceMonitor/interval"),
+        ("metrics.port=8080", "metrics/port"),
+        ("metrics.port=80", "metrics/port"),
+        ("watchNamespaces={team-*}", "watchNamespaces"),
+        ("clusterDomain=Cluster_Local", "clusterDomain"),
+    ],
+)
+def test_bad_values_fail_on_the_schema(helm, setting, why):
+    proc = run_helm(helm, "template", RELEASE, str(CHART), "--set", setting)
+    assert proc.returncode != 0
+    assert "schema" in proc.stderr and why in proc.stderr, proc.stderr
+
+
+def test_schema_refuses_unknown_keys_at_every_level():
+    schema = yaml.safe_load((CHART / "values.schema.json").read_text())
+
+    def objects(node: dict[str, Any], path: str):
+        if "properties" in node:
+            yield path, node
+            for key, sub in node["properties"].items():
+                yield from objects(sub, f"{path}.{key}")
+        if isinstance(node.get("items"), dict):
+            yield from objects(node["items"], f"{path}[]")
+
+    open_levels = [p for p, n in objects(schema, "$") if n.get("additionalProperties") is not False]
+    assert open_levels == []
+
+
+def test_every_value_is_documented():
+    """helm-docs style: a `# --` comment right above each key, at every level."""
+    lines = (CHART / "values.yaml").read_text().splitlines()
+    undocumented = []
+    for i, line in enumerate(lines):
+        if not re.match(r"^\s*[A-Za-z][\w.-]*:", line):
+            continue
+        j = i - 1
+        while (
+            j >= 0 and lines[j].strip().startswith("#") and not lines[j].strip().startswith("# --")
+        ):
+            j -= 1
+        if j < 0 or not lines[j].strip().startswith("# --"):
+            undocumented.append(line.strip())
+    assert undocumented == []
+
+
+def test_chart_metadata_matches_the_package():
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert chart["apiVersion"] == "v2"
+    assert chart["appVersion"] == project["version"]
+    # The oldest Kubernetes we test on is the oldest the chart installs on.
+    assert chart["kubeVersion"] == f">={KUBE_VERSIONS[0]}-0"
+
+
+def test_default_args_are_the_operators_flags(renders, monkeypatch):
+    """The rendered command line parses with the operator's own parser, to the values."""
+    container = operator_container(renders["default"])
+    # The image's ENTRYPOINT runs the operator; the chart only gives it arguments.
+    assert "command" not in container
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert re.search(r"^ENTRYPOINT .*tfjob[_-]operator", dockerfile, re.MULTILINE)
+    for var in ("TFJOB_METRICS_PORT", "TFJOB_LIVENESS"):
+        monkeypatch.delenv(var, raising=False)
+    args = build_parser().parse_args(container["args"])
+    assert args.standalone is True
+    assert args.leader_elect is True
+    assert args.leader_elect_resource_name == f"{FULLNAME}-leader"
+    assert (
+        args.leader_elect_lease_duration,
+        args.leader_elect_renew_deadline,
+        args.leader_elect_retry_period,
+    ) == (15, 10, 2)
+    assert args.gang_scheduler is None
+    # The Lease names this replica by its pod and lives in the pod's namespace.
+    env = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}) for e in container["env"]}
+    assert env["POD_NAME"] == {"fieldPath": "metadata.name"}
+    assert env["POD_NAMESPACE"] == {"fieldPath": "metadata.namespace"}
+    assert args.liveness == "http://0.0.0.0:8080/healthz"
+    assert args.namespace == []
+    assert (args.cluster_domain, args.log_level, args.log_format) == (
+        "cluster.local",
+        "info",
+        "full",
+    )
+    assert args.metrics_port == 9090
+    assert container["image"] == "tfjob-operator/operator:0.1.0"
+    assert container["imagePullPolicy"] == "IfNotPresent"
+    assert container["resources"] == {
+        "requests": {"cpu": "100m", "memory": "128Mi"},
+        "limits": {"cpu": "500m", "memory": "256Mi"},
+    }
+
+
+def test_custom_args_are_the_operators_flags(renders, monkeypatch):
+    monkeypatch.delenv("TFJOB_METRICS_PORT", raising=False)
+    args = build_parser().parse_args(operator_container(renders["custom"])["args"])
+    assert args.namespace == ["team-a", "team-b"]
+    assert (args.cluster_domain, args.log_level, args.log_format) == (
+        "corp.internal",
+        "debug",
+        "json",
+    )
+    assert args.metrics_port == 0
+
+
+def test_probes_ports_and_metrics_service(renders):
+    docs = renders["default"]
+    container = operator_container(docs)
+    ports = {p["name"]: p for p in container["ports"]}
+    assert ports["health"]["containerPort"] == 8080  # the port of --liveness
+    assert ports["metrics"]["containerPort"] == 9090
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
+    service = one(docs, "Service", f"{FULLNAME}-metrics")
+    assert service["metadata"]["namespace"] == NAMESPACE
+    assert service["spec"]["ports"] == [
+        {"name": "metrics", "port": 9090, "targetPort": "metrics", "protocol": "TCP"}
+    ]
+    pod_labels = one(docs, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    # Explicit protocols: with the port number, the key server-side apply merges ports on.
+    assert all(p["protocol"] == "TCP" for p in container["ports"])
+
+
+def test_standard_labels_on_every_object(renders):
+    for doc in renders["default"]:
+        labels = doc["metadata"]["labels"]
+        assert labels["app.kubernetes.io/name"] == "tfjob-operator"
+        assert labels["app.kubernetes.io/instance"] == RELEASE
+        assert labels["app.kubernetes.io/version"] == "0.1.0"
+        assert labels["app.kubernetes.io/managed-by"] == "Helm"
+
+
+def test_custom_values_reach_the_pod(renders):
+    docs = renders["custom"]
+    deployment = one(docs, "Deployment")
+    pod, container = deployment["spec"]["template"], operator_container(docs)
+    assert container["image"] == "registry.example.com/ml/tfjob:1.2.3"
+    assert container["imagePullPolicy"] == "Always"
+    assert pod["spec"]["imagePullSecrets"] == [{"name": "regcred"}]
+    for key in ("nodeSelector", "tolerations", "affinity"):
+        assert pod["spec"][key] == CUSTOM[key]
+    assert pod["spec"]["serviceAccountName"] == "tfjob-sa"
+    assert pod["metadata"]["annotations"] == CUSTOM["podAnnotations"]
+    assert pod["metadata"]["labels"]["team"] == "ml"
+    assert (
+        deployment["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    )
+    account = one(docs, "ServiceAccount", "tfjob-sa")
+    assert account["metadata"]["annotations"] == {"example.com/role": "ml"}
+    assert find(docs, "Service") == []  # metrics disabled
+    assert [p["name"] for p in container["ports"]] == ["health"]
+
+
+def test_cluster_role_has_the_rbac_rules(renders):
+    docs = renders["default"]
+    assert one(docs, "ClusterRole", FULLNAME)["rules"] == rbac.RULES
+    binding = one(docs, "ClusterRoleBinding", FULLNAME)
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": FULLNAME,
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": FULLNAME, "namespace": NAMESPACE}
+    ]
+    assert find(docs, "Role") == [lease_role(docs)]
+
+
+def lease_role(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The leader-election Role: the generated Lease rules, for this release's Lease only."""
+    role = one(docs, "Role", f"{FULLNAME}-leader-election")
+    assert role["metadata"]["namespace"] == NAMESPACE
+    want = [
+        {**r, "resourceNames": [f"{FULLNAME}-leader"]} if "resourceNames" in r else r
+        for r in rbac.LEASE_RULES
+    ]
+    assert role["rules"] == want
+    binding = one(docs, "RoleBinding", f"{FULLNAME}-leader-election")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"][0]["namespace"] == NAMESPACE
+    return role
+
+
+def test_two_replicas_with_leader_election_a_budget_and_spread(renders):
+    docs = renders["default"]
+    deployment = one(docs, "Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    # The Lease keeps one reconciling: a rolling update may overlap old and new pods.
+    assert deployment["spec"]["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}
+    pdb = one(docs, "PodDisruptionBudget", FULLNAME)
+    assert pdb["spec"]["minAvailable"] == 1
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    spread = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    (term,) = spread["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert term["podAffinityTerm"]["labelSelector"]["matchLabels"].items() <= pod_labels.items()
+
+
+@pytest.mark.parametrize("kube_version", KUBE_VERSIONS)
+def test_budget_is_policy_v1(helm, kube_version):
+    docs = template(helm, {}, "--kube-version", kube_version)
+    assert one(docs, "PodDisruptionBudget")["apiVersion"] == "policy/v1"
+
+
+def test_kubernetes_older_than_1_28_is_refused(helm):
+    proc = run_helm(helm, "template", RELEASE, str(CHART), "--kube-version", "1.27.16")
+    assert proc.returncode != 0 and "kubeVersion" in proc.stderr, proc.stderr
+
+
+def test_plain_manifests_budget_is_the_charts(renders):
+    """manifests/operator.yaml's budget (generated from its Deployment) and the chart's: same
+    API, namespace and minAvailable; each selects exactly its Deployment's pods (the chart's
+    pods carry one more label, app.kubernetes.io/instance, that the plain ones do without)."""
+    plain = [d for d in yaml.safe_load_all((ROOT / "manifests" / "operator.yaml").read_text()) if d]
+    budgets = {}
+    for source, docs in (("manifests", plain), ("chart", renders["default"])):
+        deployment, budget = one(docs, "Deployment"), one(docs, "PodDisruptionBudget")
+        assert budget["metadata"]["namespace"] == deployment["metadata"]["namespace"], source
+        selector = budget["spec"]["selector"]
+        assert selector == deployment["spec"]["selector"], source
+        pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+        assert selector["matchLabels"].items() <= pod_labels.items(), source
+        budgets[source] = budget
+    manifests, chart = budgets["manifests"], budgets["chart"]
+    assert manifests["apiVersion"] == chart["apiVersion"] == "policy/v1"
+    assert manifests["metadata"]["namespace"] == chart["metadata"]["namespace"] == NAMESPACE
+    assert manifests["spec"]["minAvailable"] == chart["spec"]["minAvailable"] == 1
+    assert set(manifests["spec"]) == set(chart["spec"])
+    chart_selector = chart["spec"]["selector"]["matchLabels"]
+    want = {k: v for k, v in chart_selector.items() if k != "app.kubernetes.io/instance"}
+    assert manifests["spec"]["selector"]["matchLabels"] == want
+
+
+def test_one_replica_without_leader_election(helm):
+    docs = template(helm, {"replicaCount": 1, "leaderElection": {"enabled": False}})
+    deployment = one(docs, "Deployment")
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    args = build_parser().parse_args(operator_container(docs)["args"])
+    assert args.leader_elect is False
+    assert find(docs, "PodDisruptionBudget") == find(docs, "Role") == []
+    proc = run_helm(helm, "template", RELEASE, str(CHART), "--set", "leaderElection.enabled=false")
+    assert proc.returncode != 0 and "needs leaderElection.enabled" in proc.stderr
+    proc = run_helm(
+        helm, "template", RELEASE, str(CHART), "--set", "leaderElection.renewDeadline=20"
+    )
+    assert proc.returncode != 0 and "leaseDuration > renewDeadline" in proc.stderr
+
+
+@pytest.mark.parametrize("scheduler", ["volcano", "scheduler-plugins"])
+def test_gang_scheduler_value_is_the_operators_flag(helm, scheduler):
+    values = {"gangScheduling": {"scheduler": scheduler, "schedulerName": "gang"}}
+    args = build_parser().parse_args(operator_container(template(helm, values))["args"])
+    assert (args.gang_scheduler, args.gang_scheduler_name) == (scheduler, "gang")
+
+
+def test_service_monitor_is_off_by_default_and_scrapes_the_metrics_port(helm, renders):
+    assert find(renders["default"], "ServiceMonitor") == []
+    values = {"metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}}}
+    docs = template(helm, values)
+    monitor = one(docs, "ServiceMonitor", FULLNAME)
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    service = one(docs, "Service", f"{FULLNAME}-metrics")
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
+    assert monitor["spec"]["endpoints"] == [
+        {"port": "metrics", "path": "/metrics", "interval": "30s"}
+    ]
+
+
+def test_watched_namespaces_get_a_role_each_and_nothing_cluster_wide(renders):
+    docs = renders["custom"]
+    assert find(docs, "ClusterRole") == find(docs, "ClusterRoleBinding") == []
+    namespaced = [r for r in rbac.RULES if not is_cluster_scoped(r)]
+    for ns in CUSTOM["watchNamespaces"]:
+        (role,) = [r for r in find(docs, "Role", FULLNAME) if r["metadata"]["namespace"] == ns]
+        assert role["rules"] == namespaced
+        (binding,) = [
+            b for b in find(docs, "RoleBinding", FULLNAME) if b["metadata"]["namespace"] == ns
+        ]
+        assert binding["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": FULLNAME,
+        }
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": "tfjob-sa", "namespace": NAMESPACE}
+        ]
+    lease_role(docs)
+    assert len(find(docs, "Role")) == len(find(docs, "RoleBinding")) == 3
+
+
+def without_chart_metadata(obj: dict[str, Any]) -> dict[str, Any]:
+    metadata = {k: v for k, v in obj["metadata"].items() if k != "labels"}
+    return {**obj, "metadata": metadata}
+
+
+@pytest.mark.parametrize(
+    ("crds", "annotations"), [({}, KEEP), ({"keep": False}, None)], ids=["keep", "no-keep"]
+)
+def test_crd_is_the_generated_one(helm, crds, annotations):
+    got = one(template(helm, {"crds": crds}), "CustomResourceDefinition")
+    want = crd.crd()
+    if annotations:
+        want["metadata"]["annotations"] = annotations
+    assert without_chart_metadata(got) == want
+    assert got["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_api_group_picks_the_crd_the_rules_and_the_flag(helm, group):
+    """apiGroup: kubeflow.org serves Kubeflow's TFJobs: its CRD, the rules for its group (and
+    none for the other), the operator's flag; in all namespaces and in named ones."""
+    docs = template(helm, {"apiGroup": group})
+    got = one(docs, "CustomResourceDefinition")
+    assert without_chart_metadata(got) == {
+        **crd.crd(group),
+        "metadata": {**crd.crd(group)["metadata"], "annotations": KEEP},
+    }
+    assert one(docs, "ClusterRole", FULLNAME)["rules"] == rbac.rules(group)
+    assert f"--api-group={group}" in operator_container(docs)["args"]
+    named = template(helm, {"apiGroup": group, "watchNamespaces": ["team-a"]})
+    (role,) = find(named, "Role", FULLNAME)
+    assert role["rules"] == [r for r in rbac.rules(group) if not is_cluster_scoped(r)]
+    assert {g for r in role["rules"] for g in r["apiGroups"]} & set(GROUPS) == {group}
+
+
+def test_an_unknown_api_group_is_refused(helm):
+    proc = run_helm(helm, "template", "t", str(CHART), "--set", "apiGroup=kubeflow.com")
+    assert proc.returncode != 0 and "apiGroup" in proc.stderr, proc.stderr
+
+
+def test_crd_install_false_leaves_it_out(renders):
+    assert find(renders["custom"], "CustomResourceDefinition") == []
+
+
+def test_templates_hold_no_copies_of_generated_files():
+    """The CRD and the rules come from files/ through .Files.Get, or they would drift."""
+    text = "\n".join(p.read_text() for p in (CHART / "templates").iterdir())
+    for generated in ("crd.yaml", "crd-kubeflow.yaml", "rules.yaml", "job-rules"):
+        assert f'"files/{generated}' in text, generated
+    for copied in ("openAPIV3Schema", "tfjobs/status", "persistentvolumeclaims", "verbs:"):
+        assert copied not in text
+
+
+@pytest.mark.parametrize(("name", "want"), [("", "default"), ("existing", "existing")])
+def test_an_existing_service_account(helm, name, want):
+    docs = template(helm, {"serviceAccount": {"create": False, "name": name}})
+    assert find(docs, "ServiceAccount") == []
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == want
+    assert one(docs, "ClusterRoleBinding")["subjects"][0]["name"] == want
+
+
+@pytest.mark.parametrize(
+    ("group", "watch"),
+    [("tfjob.dev", "kubectl get tfj -w"), ("kubeflow.org", "kubectl get tfjobs.kubeflow.org -w")],
+)
+def test_notes_speak_of_the_group_served(helm, group, watch):
+    proc = run_helm(
+        helm, "install", "t", str(CHART), "--dry-run=client", "--set", f"apiGroup={group}"
+    )
+    notes = proc.stdout.split("NOTES:", 1)[1]
+    assert watch in notes and f"kubectl delete crd tfjobs.{group}" in notes, notes
+    assert ("mnist-ps.yaml" in notes) == (group == "tfjob.dev"), "examples are tfjob.dev's"
+
+
+@pytest.mark.parametrize("manage_all", [False, True])
+def test_kueue_value_adds_the_flag_and_only_the_rules_it_needs(helm, renders, manage_all):
+    default = renders["default"]
+    assert not build_parser().parse_args(operator_container(default)["args"]).kueue
+    assert one(default, "ClusterRole")["rules"] == rbac.RULES, "off: no Kueue rule"
+
+    docs = template(helm, {"kueue": {"enabled": True, "manageAll": manage_all}})
+    args = build_parser().parse_args(operator_container(docs)["args"])
+    assert args.kueue and args.kueue_manage_all is manage_all
+    assert one(docs, "ClusterRole")["rules"] == rbac.rules(kueue=True)
+
+    # Named namespaces: Workloads in each one's Role; the flavor and priority-class reads,
+    # read-only, in the only ClusterRole there is.
+    docs = template(helm, {**CUSTOM, "kueue": {"enabled": True}})
+    assert one(docs, "ClusterRole", FULLNAME)["rules"] == rbac.KUEUE_CLUSTER_RULES
+    binding = one(docs, "ClusterRoleBinding", FULLNAME)
+    assert binding["roleRef"]["name"] == FULLNAME
+    for ns in CUSTOM["watchNamespaces"]:
+        (role,) = [r for r in find(docs, "Role", FULLNAME) if r["metadata"]["namespace"] == ns]
+        assert role["rules"][-len(rbac.KUEUE_RULES) :] == rbac.KUEUE_RULES
