@@ -251,3 +251,21 @@ def test_architecture_picture_is_current() -> None:
         "docs/architecture.md is out of date with the repo: run "
         "`.venv/bin/python docs/architecture.py` and commit the result"
     )
+
+
+def test_module_map_names_every_module() -> None:
+    """The module map in docs/architecture.md matches the tree: every module of the operator,
+    the trainer and the protocol package is named in it, with its folder."""
+    page = (DOCS / "architecture.md").read_text()
+    start = page.index("## Module map")
+    end = page.find("\n## ", start + 1)
+    section = page[start : end if end != -1 else len(page)]
+    unnamed = []
+    for package in ("operator/tfjob_operator", "trainer/tfjob_trainer", "protocol/tfjob_protocol"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if path.name == "__init__.py" or "__pycache__" in path.parts:
+                continue
+            folders = path.relative_to(ROOT / package).parts[:-1]
+            if path.name not in section or any(f"{f}/" not in section for f in folders):
+                unnamed.append(path.relative_to(ROOT).as_posix())
+    assert not unnamed, f"docs/architecture.md's module map does not name: {unnamed}"
