@@ -52,9 +52,16 @@ pytestmark = pytest.mark.node
 
 
 def operator_pods(cluster: Cluster) -> list[str]:
-    """The names of the operator's pods that are not going away."""
+    """The names of the operator's pods that are not going away: neither being deleted nor
+    ended (a pod the kubelet evicted, under disk pressure say, stays as Succeeded or Failed
+    while its ReplicaSet runs a new one)."""
     pods = cluster.get("pods", "-n", NAMESPACE)["items"]
-    return [p["metadata"]["name"] for p in pods if not p["metadata"].get("deletionTimestamp")]
+    return [
+        p["metadata"]["name"]
+        for p in pods
+        if not p["metadata"].get("deletionTimestamp")
+        and p.get("status", {}).get("phase") not in ("Succeeded", "Failed")
+    ]
 
 
 def lease(cluster: Cluster) -> dict:
@@ -255,9 +262,15 @@ def test_operator_leader_lost_mid_job_reaches_the_same_end(
     if fault == "all-away":
         cluster.kubectl("scale", "deployment", "--all", "-n", NAMESPACE, "--replicas=0")
         try:
-            # Away means gone: a terminating operator may still write.
+            # Away means gone: a terminating operator may still write (an ended one cannot).
             wait_for(
-                lambda: not cluster.get("pods", "-n", NAMESPACE)["items"],
+                lambda: (
+                    not [
+                        p
+                        for p in cluster.get("pods", "-n", NAMESPACE)["items"]
+                        if p.get("status", {}).get("phase") not in ("Succeeded", "Failed")
+                    ]
+                ),
                 POD_WAIT,
                 "the operator's pods gone",
             )

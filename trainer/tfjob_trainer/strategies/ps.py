@@ -56,7 +56,7 @@ def run(opts: Options, files: Files | None, task: Task | None) -> Result | None:
         return None
     assert files is not None or not opts.builtin_input
     _wait_listening(task, opts.peer_timeout)
-    strategy = tf.distribute.ParameterServerStrategy(resolver)
+    strategy = connect(resolver)
     check_memory(opts, files, task)
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     io_device = f"/job:{task.type}/replica:0/task:{task.index}/device:CPU:0"
@@ -70,6 +70,21 @@ def run(opts: Options, files: Files | None, task: Task | None) -> Result | None:
         first = e.message.splitlines()[0] if e.message else type(e).__name__
         peer = "a parameter server" if from_ps(e) else "a peer"
         raise TaskFailed(f"the connection to {peer} failed ({first})") from e
+
+
+def connect(resolver: Any) -> Any:
+    """The strategy, whose start sends each server the chief's context. A CreateContext that
+    timed out on a slow server and was sent again finds its own first try there ("already
+    exists"): the cluster's hiccup, not the program's, so the task fails as for a lost peer
+    and a restart, with a new context, connects."""
+    try:
+        return tf.distribute.ParameterServerStrategy(resolver)
+    except tf.errors.InvalidArgumentError as e:
+        message = e.message or ""
+        if "CreateContext" not in message or "already exists" not in message:
+            raise
+        first = next((line for line in message.splitlines() if "already exists" in line), "")
+        raise TaskFailed(f"connecting to the cluster failed ({first.strip()})") from e
 
 
 def _stalled(message: str) -> None:

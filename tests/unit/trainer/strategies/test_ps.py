@@ -65,3 +65,29 @@ def test_only_a_parameter_server_address_counts_as_one(message, peer):
     assert ps.from_ps(tf.errors.UnavailableError(None, None, message)) == (
         peer == "a parameter server"
     )
+
+
+CONTEXT_EXISTS = (
+    "Additional GRPC error information from remote target /job:ps/replica:0/task:0 while "
+    "calling /tensorflow.eager.EagerService/CreateContext:\n"
+    ':UNKNOWN:Error received from peer  {grpc_status:3, grpc_message:"EagerService:'
+    'CreateContext failed. Context id: <12900366285956950715> already exists."}'
+)
+
+
+def test_a_context_that_already_exists_fails_the_task_as_a_lost_peer_does(monkeypatch):
+    def strategy(_resolver):
+        raise tf.errors.InvalidArgumentError(None, None, CONTEXT_EXISTS)
+
+    monkeypatch.setattr(tf.distribute, "ParameterServerStrategy", strategy)
+    with pytest.raises(ps.TaskFailed, match=r"connecting to the cluster failed .*already exists"):
+        ps.connect(object())
+
+
+def test_other_invalid_arguments_stay_the_programs(monkeypatch):
+    def strategy(_resolver):
+        raise tf.errors.InvalidArgumentError(None, None, "Invalid cluster spec: no chief")
+
+    monkeypatch.setattr(tf.distribute, "ParameterServerStrategy", strategy)
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        ps.connect(object())
