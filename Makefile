@@ -15,7 +15,7 @@ help:
 	@echo "make bench  - benchmarks on the real control plane and the real node (the last one needs root)"
 	@echo "make e2e    - build both images and run them on a kind cluster (needs docker, kind, kubectl, helm)"
 	@echo "make images - build both images here with podman, on a local Debian base (root; cached)"
-	@echo "make cluster - a real cluster here (NODES=2: two nodes), the operator installed by helm (root; Ctrl-C ends)"
+	@echo "make cluster - a real cluster here (NODES=2: two nodes; KUEUE=1: with Kueue), the operator installed by helm (root; Ctrl-C ends)"
 	@echo "make cluster-down - remove what make cluster set up, even after a crash"
 
 $(VENV)/.installed: pyproject.toml testbed/pyproject.toml
@@ -75,7 +75,7 @@ images: venv
 	$(PY) -m tfjob_testbed.images build
 
 cluster: setup
-	$(PY) -m tfjob_testbed.cluster up --nodes $(or $(NODES),1)
+	$(PY) -m tfjob_testbed.cluster up --nodes $(or $(NODES),1) $(if $(KUEUE),--kueue)
 
 cluster-down: venv
 	$(PY) -m tfjob_testbed.cluster down

@@ -2,7 +2,7 @@
 operator installed from its Helm chart and both images built from the Dockerfile, for trying
 TFJobs as on any cluster.
 
-    python -m tfjob_testbed.cluster up [--nodes 2]  # stays in the foreground; Ctrl-C tears down
+    python -m tfjob_testbed.cluster up [--nodes 2] [--kueue]  # foreground; Ctrl-C tears down
     python -m tfjob_testbed.cluster down            # from another shell, or after a crash
 
 Ctrl-C, SIGTERM and SIGHUP all tear everything down (see `node.teardown`).
@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from tfjob_testbed import images
+from tfjob_testbed import images, kueue
 from tfjob_testbed.node import Node, NodeError, leftovers, state_dir, teardown
 from tfjob_testbed.paths import ROOT
 from tfjob_testbed.tools import Tools, ensure_tools
@@ -143,12 +143,18 @@ def _stop(signum: int, frame: FrameType | None) -> None:
     raise _Stop(signal.Signals(signum).name)
 
 
-def _up(nodes: int = 1) -> int:
+def _up(nodes: int = 1, with_kueue: bool = False) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _stop)
     holder = state_dir() / "cluster.pid"
     try:
         with running(nodes=nodes) as cluster:
+            if with_kueue:
+                kueue.install(cluster)
+                cluster.helm(
+                    "upgrade", RELEASE, str(CHART), "--namespace", NAMESPACE, "--reuse-values",
+                    "--set", "kueue.enabled=true", "--wait", "--timeout", "5m",
+                )  # fmt: skip
             holder.write_text(str(os.getpid()))
             kubeconfig = cluster.kubeconfig
             size = {1: "one-node", 2: "two-node"}[nodes]
@@ -197,8 +203,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--nodes", type=int, choices=[1, 2], default=1, help="with up: one node, or two"
     )
+    parser.add_argument(
+        "--kueue", action="store_true", help="with up: Kueue too, and the operator's --kueue"
+    )
     args = parser.parse_args(argv)
-    return _up(args.nodes) if args.command == "up" else _down()
+    return _up(args.nodes, args.kueue) if args.command == "up" else _down()
 
 
 if __name__ == "__main__":

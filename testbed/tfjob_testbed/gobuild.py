@@ -1,5 +1,5 @@
 """The bed's Go programs, built from their Go modules: Kubernetes (the newest release the bed
-runs, and the oldest one the project claims), etcd and containerd.
+runs, and the oldest one the project claims), etcd, containerd and Kueue's manager.
 
 Each program has a folder in `testbed/go/` whose `go.mod` and `go.sum` pin it (tools only,
 never shipped). Only its commands are built, with `-trimpath` and no tests, into
@@ -149,9 +149,15 @@ CONTAINERD = Program(
     # Snapshotters that need C headers; the bed uses overlayfs.
     tags=("no_btrfs", "no_devmapper", "no_zfs"),
 )
-# Nothing built yet: the tests install Kueue's CRDs from its module as it ships them.
-KUEUE = Program(name="kueue", module="sigs.k8s.io/kueue", commands={}, stamps={})
-PROGRAMS = {p.name: p for p in (KUBERNETES, ETCD, CONTAINERD, KUBERNETES_OLDEST)}
+# Kueue's manager, for its image (tfjob_testbed.kueue); its chart and CRDs are read from the
+# same module.
+KUEUE = Program(
+    name="kueue",
+    module="sigs.k8s.io/kueue",
+    commands={"manager": "sigs.k8s.io/kueue/cmd/kueue"},
+    stamps={"sigs.k8s.io/kueue/pkg/version.GitVersion": "{version}"},
+)
+PROGRAMS = {p.name: p for p in (KUBERNETES, ETCD, CONTAINERD, KUBERNETES_OLDEST, KUEUE)}
 
 
 def _go() -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tfjob_operator.api.spec import GROUP, PLURAL
+from tfjob_operator.api.spec import GROUP, KUBEFLOW_GROUP, PLURAL
 
 WATCH = ["list", "watch"]
 
@@ -65,26 +65,45 @@ CHILD_RULES: list[dict[str, Any]] = [
 
 
 # Kueue (--kueue), granted only when it is turned on (chart value kueue.enabled, or
-# manifests/kueue-rbac.yaml): each queued job's Workload, and its status (the quota
-# reservation given back after an eviction, PodsReady, Finished) ...
+# manifests/kueue-rbac.yaml): each queued job's Workload, updated in place (patch), and its
+# status (the quota reservation given back after an eviction, PodsReady, Finished) ...
 KUEUE_RULES: list[dict[str, Any]] = [
     {
         "apiGroups": ["kueue.x-k8s.io"],
         "resources": ["workloads"],
-        "verbs": [*WATCH, "create", "delete"],
+        "verbs": [*WATCH, "create", "patch", "delete"],
     },
     {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["patch"]},
+    # --kueue-manage-all: the queue label written once on a job queued without it (either
+    # group: these rules do not depend on the group served).
+    {"apiGroups": [KUBEFLOW_GROUP, GROUP], "resources": [PLURAL], "verbs": ["patch"]},
 ]
 # ... and, read-only and cluster-scoped, the admitted ResourceFlavors (node labels and
-# tolerations) and the priority class a Workload names (its value).
+# tolerations) and the priority class a Workload names (its value); the PriorityClasses are
+# listed too, for the global default of a job that names none.
 KUEUE_CLUSTER_RULES: list[dict[str, Any]] = [
     {
         "apiGroups": ["kueue.x-k8s.io"],
         "resources": ["resourceflavors", "workloadpriorityclasses"],
         "verbs": ["get"],
     },
-    {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": ["get"]},
+    {
+        "apiGroups": ["scheduling.k8s.io"],
+        "resources": ["priorityclasses"],
+        "verbs": ["get", "list"],
+    },
 ]
+
+
+# Not the operator's: what Kueue's own ServiceAccount needs once TFJobs are one of its
+# `integrations.externalFrameworks`. Its webhooks read (through an informer) the TFJob that owns
+# our StatefulSets and pods, and refuse the child (fail closed) when they cannot.
+KUEUE_READER_RULES: list[dict[str, Any]] = [
+    {"apiGroups": [GROUP, KUBEFLOW_GROUP], "resources": [PLURAL], "verbs": ["get", *WATCH]},
+]
+# Kueue's ServiceAccount as its chart and manifests name it ({fullname}-controller-manager).
+KUEUE_SERVICE_ACCOUNT = "kueue-controller-manager"
+KUEUE_NAMESPACE = "kueue-system"
 
 
 def rules(group: str = GROUP, kueue: bool = False) -> list[dict[str, Any]]:

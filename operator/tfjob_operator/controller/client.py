@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import kubernetes
 
-from tfjob_operator.api.spec import GROUP, PLURAL, VERSION
+from tfjob_operator.api.spec import GROUP, GROUPS, PLURAL, VERSION
 from tfjob_operator.controller.ratelimit import MAX_RETRIES, TokenBucket, retry_after
 from tfjob_operator.rules import kubeflow, kueue, naming
 
@@ -45,20 +45,27 @@ WRITES = {
         for verb in ("create", "patch")
     ),
 }
-# Kueue (--kueue): the jobs' Workloads, and the Workload's status (the quota reservation
-# given back after an eviction, PodsReady, Finished).
+# Kueue (--kueue): the jobs' Workloads (updated in place: a queued job's new spec, its
+# priority class, `active`), and the Workload's status (the quota reservation given back after
+# an eviction, PodsReady, Finished).
 KUEUE_WRITES = {
     ("kueue.x-k8s.io", "workloads", "create"),
+    ("kueue.x-k8s.io", "workloads", "patch"),
     ("kueue.x-k8s.io", "workloads", "delete"),
     ("kueue.x-k8s.io", "workloads/status", "patch"),
 }
 # ... and the cluster-scoped objects it reads once per name: the admitted ResourceFlavors'
-# node labels and tolerations, the priority class a Workload names.
+# node labels and tolerations, the priority class a Workload names; and the PriorityClasses,
+# listed for the global default a job that names none gets.
 KUEUE_READS = {
     ("kueue.x-k8s.io", "resourceflavors", "get"),
     ("kueue.x-k8s.io", "workloadpriorityclasses", "get"),
     ("scheduling.k8s.io", "priorityclasses", "get"),
+    ("scheduling.k8s.io", "priorityclasses", "list"),
 }
+# With --kueue-manage-all: a job queued without the queue label gets it, once
+# (`queue.queue_label_patch`), in whichever group is served.
+KUEUE_JOB_WRITES = {(group, PLURAL, "patch") for group in GROUPS}
 # The TFJobs of the group served (`--api-group`): (resource, verb).
 JOB_WRITES = {(f"{PLURAL}/status", "patch"), (PLURAL, "delete")}
 # Leader election: the operator's own Lease, in its own namespace (a Role, not cluster-wide).
@@ -314,6 +321,11 @@ class Kube:
                 return None
             raise
 
+    def list_cluster_objects(self, group: str, version: str, plural: str) -> list[Any]:
+        """Every cluster-scoped object of a kind (the PriorityClasses)."""
+        found: Any = self.custom.list_cluster_custom_object(group, version, plural)
+        return list(found.get("items") or [])
+
     def create_workload(self, manifest: dict[str, Any]) -> None:
         """Create the job's Workload; one that exists already (a create that raced) is kept:
         its watch event brings it, and the reconcile compares it then."""
@@ -343,6 +355,25 @@ class Kube:
             unless=(404,),
         )
 
+    def patch_workload(
+        self, version: str, namespace: str, name: str, patch: dict[str, Any]
+    ) -> None:
+        """Merge-patch the Workload's metadata and spec, in place; the patch names the
+        resourceVersion it was computed from (a 409 means: look again)."""
+        self._fence()
+        _send(
+            self.custom.patch_namespaced_custom_object,
+            kueue.GROUP,
+            version,
+            namespace,
+            "workloads",
+            name,
+            patch,
+            field_manager=naming.FIELD_MANAGER,
+            _content_type=MERGE,
+            unless=(404,),
+        )
+
     def patch_workload_status(
         self, version: str, namespace: str, name: str, patch: dict[str, Any]
     ) -> None:
@@ -355,6 +386,22 @@ class Kube:
             version,
             namespace,
             "workloads",
+            name,
+            patch,
+            field_manager=naming.FIELD_MANAGER,
+            _content_type=MERGE,
+            unless=(404,),
+        )
+
+    def patch_job(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        """Merge-patch a TFJob's metadata (the queue label); a job gone meanwhile needs none."""
+        self._fence()
+        _send(
+            self.custom.patch_namespaced_custom_object,
+            self.group,
+            VERSION,
+            namespace,
+            PLURAL,
             name,
             patch,
             field_manager=naming.FIELD_MANAGER,

@@ -66,6 +66,10 @@ class JobState:
     labelled: set[str] = field(default_factory=set)
     # The other controller runPolicy.managedBy names, once its Event is posted ("": none).
     managed_by: str = ""
+    # The queue label patched in (--kueue-manage-all), and the KueueTookOverChild Event
+    # posted: each once.
+    queue_labelled: bool = False
+    kueue_warned: bool = False
     # The job's Kueue Workloads as last seen, by name (`workloads.seen`), and the job's place
     # in Kueue as last decided on.
     workloads: dict[str, WorkloadObservation] = field(default_factory=dict)

@@ -39,7 +39,7 @@ from tfjob_operator.controller.workloads import Workloads, seen
 from tfjob_operator.controller.workqueue import RetryableError
 from tfjob_operator.rules import handover
 from tfjob_operator.rules.gang import Gang
-from tfjob_operator.rules.kueue.queue import Queueing
+from tfjob_operator.rules.kueue.queue import Queueing, queue_label_patch
 from tfjob_operator.rules.lifecycle import Decision, JobView, decide
 from tfjob_operator.rules.pods import PodObservation
 from tfjob_operator.rules.statefulsets import StatefulSetObservation
@@ -258,6 +258,7 @@ class Reconciler:
         sets: list[StatefulSetObservation] = list(self.statefulsets.get(key, []))
         view, now = self._view(key, body), datetime.now(UTC)
         job = self._job(key)
+        await self._kueue_ownership(key, body, job, sets, observed)
         queue = await self.workloads.queue_view(job, key, body, view)
         failures, recheck = await self.failed_creates.check(job, key, view, observed, sets)
         decision = decide(
@@ -335,6 +336,29 @@ class Reconciler:
         if job.forgotten == forgotten:
             job.applied = fingerprint
         return decision
+
+    async def _kueue_ownership(
+        self,
+        key: JobKey,
+        body: dict[str, Any],
+        job: JobState,
+        sets: list[StatefulSetObservation],
+        pods: list[PodObservation],
+    ) -> None:
+        """What keeps Kueue's own integrations off our children: the queue label on a job
+        that --kueue-manage-all queues without one (patched once, before its children are
+        made), and a Warning, once, when they took a child all the same. Reads only what the
+        indexes hold: no request but the patch and the Event."""
+        patch = queue_label_patch(body["metadata"].get("labels") or {}, self.queueing)
+        if patch and not job.queue_labelled:
+            log.info("%s/%s: labelling it for LocalQueue default (--kueue-manage-all)", *key)
+            await asyncio.to_thread(self.kube.patch_job, *key, patch)
+            job.queue_labelled = True
+        if not job.kueue_warned:
+            event = handover.kueue_took_over(f"{key[0]}/{key[1]}", self.kube.group, sets, pods)
+            if event is not None:
+                post_events(self.kube, key, body, [event])
+                job.kueue_warned = True
 
     async def _run_elsewhere(self, key: JobKey, body: dict[str, Any]) -> bool:
         """Whether another controller runs the job (`handover`): then nothing of ours is

@@ -1,6 +1,7 @@
 """The reconciler's side of Kueue (--kueue): a queued job's place in Kueue read (its Workload
 as last seen, the ResourceFlavors it was admitted on, its priority class), and its Workload
-made, replaced, given its status or dropped as the rules decide (`rules/kueue/`)."""
+made, updated in place, replaced, given its status or dropped as the rules decide
+(`rules/kueue/`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import kubernetes
 
@@ -20,6 +21,7 @@ from tfjob_operator.rules.kueue.queue import (
     Priority,
     Queueing,
     QueueView,
+    global_default,
     priority_class,
     priority_class_api,
     queue_name,
@@ -58,7 +60,7 @@ class Workloads:
     # Kueue (--kueue): None when the queue label is not read.
     queueing: Queueing | None = None
     # Cluster-scoped reads (ResourceFlavors, priority classes): (group, plural, name) ->
-    # (when read, the object or None).
+    # (when read, the object or None); name "" holds the global default PriorityClass.
     cluster_reads: dict[tuple[str, str, str], tuple[float, Any]] = field(default_factory=dict)
     version: str | None = None
 
@@ -81,10 +83,12 @@ class Workloads:
             )
         workload = job.workloads.get(kueue.workload_name(key[1], meta.get("uid", "")))
         flavors = await self._flavors(workload, version)
-        priority = None
         wanted = priority_class(meta.get("labels") or {}, view.spec)
+        priority: Priority | None
         if wanted is not None:
             priority = await self._priority(*wanted, version)
+        else:
+            priority = await self._default_priority()
         job.queue = QueueView(name, version, workload, flavors, priority)
         return job.queue
 
@@ -109,6 +113,20 @@ class Workloads:
             raise MissingAPI(f"the TFJob names priority class {pc} ({group}), which does not exist")
         return Priority(group, pc, int(found.get("value", 0)))
 
+    async def _default_priority(self) -> Priority | None:
+        """The cluster's globalDefault PriorityClass, which Kueue gives a job that names no
+        class; the list is read at most once a CLUSTER_READ_SECONDS."""
+        now = self.clock()
+        key = (kueue.POD_PRIORITY_GROUP, "priorityclasses", "")
+        cached = self.cluster_reads.get(key)
+        if cached is None or now - cached[0] >= CLUSTER_READ_SECONDS:
+            found = await asyncio.to_thread(
+                self.kube.list_cluster_objects, kueue.POD_PRIORITY_GROUP, "v1", "priorityclasses"
+            )
+            cached = (now, global_default(found))
+            self.cluster_reads[key] = cached
+        return cast(Priority | None, cached[1])
+
     async def drop(self, job: JobState, key: JobKey) -> None:
         """A job that no longer waits in a queue (its label gone, its spec invalid) keeps no
         Workload, so that no quota stays reserved for it."""
@@ -122,20 +140,23 @@ class Workloads:
     async def apply(
         self, job: JobState, key: JobKey, version: str, decision: WorkloadDecision
     ) -> float | None:
-        """Replace, make or update the job's Workload; the seconds after which to try again
-        when Kueue wrote it meanwhile."""
+        """Replace, make or update the job's Workload (its spec in place, or its status); the
+        seconds after which to try again when Kueue wrote it meanwhile."""
         namespace = key[0]
         if decision.delete is not None:
             log.info("%s/%s: replacing Workload %s: the job's spec changed", *key, decision.delete)
             await asyncio.to_thread(self.kube.delete_workload, version, namespace, decision.delete)
         if decision.create is not None:
             await asyncio.to_thread(self.kube.create_workload, decision.create)
-        if decision.status_patch:
-            name = job.queue.workload.name  # type: ignore[union-attr]
+        name = job.queue.workload.name if job.queue and job.queue.workload else ""
+        for patch, write in (
+            (decision.update, self.kube.patch_workload),
+            (decision.status_patch, self.kube.patch_workload_status),
+        ):
+            if not patch:
+                continue
             try:
-                await asyncio.to_thread(
-                    self.kube.patch_workload_status, version, namespace, name, decision.status_patch
-                )
+                await asyncio.to_thread(write, version, namespace, name, patch)
             except kubernetes.client.ApiException as e:
                 if e.status != 409:
                     raise

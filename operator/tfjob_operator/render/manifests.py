@@ -76,9 +76,12 @@ def rbac_manifests(group: str = GROUP) -> str:
     return HEADER + "---\n".join(_dump(d) for d in docs)
 
 
-def _cluster_role(name: str, rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A ClusterRole with `rules`, bound to the operator's ServiceAccount."""
+def _cluster_role(
+    name: str, rules: list[dict[str, Any]], subject: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """A ClusterRole with `rules`, bound to the operator's ServiceAccount (or `subject`)."""
     labels = {"app.kubernetes.io/name": NAME}
+    subject = subject or {"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}
     return [
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -95,14 +98,24 @@ def _cluster_role(name: str, rules: list[dict[str, Any]]) -> list[dict[str, Any]
                 "kind": "ClusterRole",
                 "name": name,
             },
-            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}],
+            "subjects": [subject],
         },
     ]
 
 
 def kueue_rbac() -> str:
-    """manifests/kueue/rbac.yaml: what --kueue adds to an install from manifests/."""
+    """manifests/kueue/rbac.yaml: what --kueue adds to an install from manifests/; and Kueue's
+    own ServiceAccount's reading of TFJobs (`rbac.KUEUE_READER_RULES`), as the chart grants it."""
     docs = _cluster_role(f"{NAME}-kueue", [*rbac.KUEUE_RULES, *rbac.KUEUE_CLUSTER_RULES])
+    docs += _cluster_role(
+        f"{NAME}-kueue-reader",
+        rbac.KUEUE_READER_RULES,
+        {
+            "kind": "ServiceAccount",
+            "name": rbac.KUEUE_SERVICE_ACCOUNT,
+            "namespace": rbac.KUEUE_NAMESPACE,
+        },
+    )
     return HEADER + "---\n".join(_dump(d) for d in docs)
 
 
@@ -169,6 +182,7 @@ def outputs(root: Path) -> dict[Path, str]:
         chart / "lease-rules.yaml": HEADER + _dump(rbac.LEASE_RULES),
         chart / "kueue-rules.yaml": HEADER + _dump(rbac.KUEUE_RULES),
         chart / "kueue-cluster-rules.yaml": HEADER + _dump(rbac.KUEUE_CLUSTER_RULES),
+        chart / "kueue-reader-rules.yaml": HEADER + _dump(rbac.KUEUE_READER_RULES),
     }
 
 

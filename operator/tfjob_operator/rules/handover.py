@@ -5,13 +5,19 @@ worker cluster and copies its status back): the operator writes nothing, not eve
 posts one Event. A TFJob that another controller already started (Kubeflow's training-operator
 made its pods and Services before the move to this operator): the operator makes no child of its
 own beside them, and says why in a condition, until they are gone.
+
+And the other way round: Kueue's own pod or StatefulSet integration taking the operator's
+children for its own (it gates or relabels them) when it does not know TFJobs as their owner.
+The operator goes on, and says once how to stop it (`kueue_took_over`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from tfjob_operator.rules import kueue
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.lifecycle import Decision, finish
 
@@ -69,3 +75,28 @@ def started_elsewhere(
         now,
     )
     return finish(prior, status)
+
+
+def kueue_took_over(
+    name: str,
+    group: str,
+    statefulsets: Iterable[Any],
+    pods: Iterable[Any],
+) -> tuple[str, str, str] | None:
+    """The Warning for a job one of whose StatefulSets or pods (observations with a
+    `kueue_takeover`) Kueue's own integrations took, naming the first; None for none. Kueue
+    then waits for a Workload of its own for them (the pods stay gated): it must know TFJobs,
+    which `integrations.externalFrameworks` tells it."""
+    taken = [(f"StatefulSet {s.name}", s.kueue_takeover) for s in statefulsets if s.kueue_takeover]
+    taken += [(f"pod {p.name}", p.kueue_takeover) for p in pods if p.kueue_takeover]
+    if not taken:
+        return None
+    child, what = taken[0]
+    return (
+        "Warning",
+        st.Reason.KUEUE_TOOK_OVER_CHILD,
+        f"TFJob {name}: Kueue's own integration took its {child} ({what}) and may hold it "
+        f"back for a Workload of its own. Add {kueue.external_framework(group)} to Kueue's "
+        "integrations.externalFrameworks (and let Kueue read TFJobs: the chart's kueue.enabled "
+        "does), so that Kueue sees the TFJob as the owner and leaves its children alone.",
+    )

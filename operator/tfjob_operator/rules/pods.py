@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from tfjob_operator.api.spec import ReplicaType
-from tfjob_operator.rules import kubeflow, naming, nodelost
+from tfjob_operator.rules import kubeflow, kueue, naming, nodelost
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.children import tensorflow_container_index
 
@@ -64,6 +64,8 @@ class PodObservation:
     # None and "" while it answers.
     lost_since: datetime | None = None
     node: str = ""
+    # What shows that Kueue's pod integration took the pod for its own (`kueue.pod_takeover`).
+    kueue_takeover: str = ""
 
     @property
     def up(self) -> bool:
@@ -165,4 +167,5 @@ def observe(pod: dict[str, Any]) -> PodObservation | None:
         # The node only when lost: a pod's binding alone then changes no observation.
         node=(pod.get("spec") or {}).get("nodeName") or "" if lost is not None else "",
         lost_since=lost,
+        kueue_takeover=kueue.pod_takeover(pod),
     )

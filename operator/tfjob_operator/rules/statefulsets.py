@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from tfjob_operator.rules import naming
+from tfjob_operator.rules import kueue, naming
 from tfjob_operator.rules.pods import PodObservation
 
 
@@ -20,6 +20,8 @@ class StatefulSetObservation:
     name: str
     uid: str
     replicas: int = 0  # spec.replicas
+    # What shows that Kueue's StatefulSet integration took it (`kueue.statefulset_takeover`).
+    kueue_takeover: str = ""
 
 
 def observe_statefulset(body: dict[str, Any]) -> StatefulSetObservation | None:
@@ -28,7 +30,12 @@ def observe_statefulset(body: dict[str, Any]) -> StatefulSetObservation | None:
     if (meta.get("labels") or {}).get(naming.LABEL_MANAGED_BY) != naming.MANAGED_BY:
         return None
     replicas = (body.get("spec") or {}).get("replicas")
-    return StatefulSetObservation(meta.get("name", ""), meta.get("uid", ""), int(replicas or 0))
+    return StatefulSetObservation(
+        meta.get("name", ""),
+        meta.get("uid", ""),
+        int(replicas or 0),
+        kueue.statefulset_takeover(body),
+    )
 
 
 def lacking(

@@ -546,7 +546,7 @@ def test_kueue_value_adds_the_flag_and_only_the_rules_it_needs(helm, renders, ma
     docs = template(helm, {"kueue": {"enabled": True, "manageAll": manage_all}})
     args = build_parser().parse_args(operator_container(docs)["args"])
     assert args.kueue and args.kueue_manage_all is manage_all
-    assert one(docs, "ClusterRole")["rules"] == rbac.rules(kueue=True)
+    assert one(docs, "ClusterRole", FULLNAME)["rules"] == rbac.rules(kueue=True)
 
     # Named namespaces: Workloads in each one's Role; the flavor and priority-class reads,
     # read-only, in the only ClusterRole there is.
@@ -557,3 +557,29 @@ def test_kueue_value_adds_the_flag_and_only_the_rules_it_needs(helm, renders, ma
     for ns in CUSTOM["watchNamespaces"]:
         (role,) = [r for r in find(docs, "Role", FULLNAME) if r["metadata"]["namespace"] == ns]
         assert role["rules"][-len(rbac.KUEUE_RULES) :] == rbac.KUEUE_RULES
+
+
+@pytest.mark.parametrize(
+    "account", [{}, {"serviceAccount": {"name": "kueue-cm", "namespace": "queues"}}]
+)
+def test_kueue_reads_tfjobs_as_its_webhooks_need(helm, renders, account):
+    """With kueue.enabled, Kueue's own ServiceAccount may read TFJobs (files/kueue-reader-
+    rules.yaml), as manifests/kueue/rbac.yaml grants it; without it, nothing of the kind."""
+    name = f"{FULLNAME}-kueue-reader"
+    assert find(renders["default"], "ClusterRole", name) == []
+    docs = template(helm, {"kueue": {"enabled": True, **account}})
+    assert one(docs, "ClusterRole", name)["rules"] == rbac.KUEUE_READER_RULES
+    binding = one(docs, "ClusterRoleBinding", name)
+    assert binding["roleRef"]["name"] == name
+    want = account.get("serviceAccount") or {
+        "name": rbac.KUEUE_SERVICE_ACCOUNT,
+        "namespace": rbac.KUEUE_NAMESPACE,
+    }
+    assert binding["subjects"] == [{"kind": "ServiceAccount", **want}]
+    plain = yaml.safe_load_all((ROOT / "manifests" / "kueue" / "rbac.yaml").read_text())
+    by_kind = {(d["kind"], d["metadata"]["name"]): d for d in plain if d}
+    reader = f"{FULLNAME}-kueue-reader"
+    assert by_kind[("ClusterRole", reader)]["rules"] == rbac.KUEUE_READER_RULES
+    assert by_kind[("ClusterRoleBinding", reader)]["subjects"] == [
+        {"kind": "ServiceAccount", "name": "kueue-controller-manager", "namespace": "kueue-system"}
+    ]

@@ -3,8 +3,9 @@ priority, and `QueueView`, all the rules need to know of it."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from tfjob_operator.api.spec import TFJobSpec
 from tfjob_operator.rules.kueue import GROUP, POD_PRIORITY_GROUP, PRIORITY_LABEL, QUEUE_LABEL
@@ -29,6 +30,17 @@ def queue_name(labels: Mapping[str, str], queueing: Queueing | None) -> str | No
     if name:
         return name
     return DEFAULT_QUEUE if queueing.manage_all else None
+
+
+def queue_label_patch(labels: Mapping[str, str], queueing: Queueing | None) -> dict[str, Any]:
+    """The metadata patch that labels a job queued only by --kueue-manage-all with the queue it
+    waits in ({} when it needs none): Kueue's pod and StatefulSet webhooks see a TFJob as the
+    queued owner of our children only by that label (FindAncestorJobManagedByKueue), and
+    otherwise default the pods into the LocalQueue and gate them. Written once, only when
+    absent: a label the user set is never changed."""
+    if queueing is None or not queueing.manage_all or labels.get(QUEUE_LABEL):
+        return {}
+    return {"metadata": {"labels": {QUEUE_LABEL: DEFAULT_QUEUE}}}
 
 
 @dataclass(frozen=True)
@@ -66,6 +78,18 @@ def priority_class(labels: Mapping[str, str], spec: TFJobSpec) -> tuple[str, str
         if name:
             return POD_PRIORITY_GROUP, name
     return None
+
+
+def global_default(classes: Iterable[Mapping[str, Any]]) -> Priority | None:
+    """The priority of a job that names no class, as Kueue gives it: the PriorityClass with
+    globalDefault (the lowest one, should a race have made two); None when there is none."""
+    defaults = [c for c in classes if c.get("globalDefault")]
+    if not defaults:
+        return None
+    low = min(defaults, key=lambda c: int(c.get("value", 0)))
+    return Priority(
+        POD_PRIORITY_GROUP, (low.get("metadata") or {}).get("name", ""), int(low.get("value", 0))
+    )
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,8 @@ def workload_status(
     - evicted, and no pod of the job active any more: the quota reservation is given back
       (QuotaReserved False, admission cleared, Admitted False, Requeued), as Kueue's job
       controllers do;
-    - admitted: PodsReady follows the pods (Kueue's waitForPodsReady reads it);
+    - PodsReady (Kueue's waitForPodsReady reads it): while Admitted, it follows the pods; else
+      False, WaitForStart, so that a readmitted job waits for its start, not its recovery;
     - finished (succeeded?, message): Finished True, so that the quota frees at once.
     """
     stamp = st.timestamp(now)
@@ -69,11 +70,12 @@ def workload_status(
             ok, message = finished
             reason = "Succeeded" if ok else "Failed"
             changed |= _set(conditions, _condition("Finished", True, reason, message, stamp))
-    elif observed.evicted is not None:
-        if observed.reserved and active_pods == 0:
+    else:
+        admitted = observed.is_true("Admitted")
+        if observed.evicted is not None and observed.reserved and active_pods == 0:
             changed |= _give_back(observed, observed.evicted, conditions, patch, stamp)
-    elif observed.admitted:
-        changed |= _set(conditions, _pods_ready(observed, pods_ready, stamp))
+            admitted = False
+        changed |= _set(conditions, _pods_ready(observed, admitted, pods_ready, stamp))
     if not changed:
         return {}
     patch["conditions"] = conditions
@@ -104,10 +106,16 @@ def _give_back(
     return changed
 
 
-def _pods_ready(observed: WorkloadObservation, pods_ready: bool, stamp: str) -> dict[str, Any]:
-    """PodsReady of an admitted Workload, with Kueue's reasons: Started or Recovered once
+def _pods_ready(
+    observed: WorkloadObservation, admitted: bool, pods_ready: bool, stamp: str
+) -> dict[str, Any]:
+    """PodsReady as Kueue's jobframework writes it: WaitForStart while not Admitted (queued,
+    or its reservation given back after an eviction); once Admitted, Started or Recovered once
     every pod is up, WaitForRecovery after one failed, WaitForStart before."""
     prior = observed.condition("PodsReady")
+    if not admitted:
+        pods_ready = False
+        prior = None
     if pods_ready:
         recovering = prior is not None and prior.reason in ("WaitForRecovery", "Recovered")
         return _condition(

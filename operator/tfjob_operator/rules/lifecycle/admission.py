@@ -18,16 +18,24 @@ from tfjob_operator.rules.kueue.messages import (
 )
 from tfjob_operator.rules.kueue.queue import QueueView
 from tfjob_operator.rules.kueue.status import workload_status
-from tfjob_operator.rules.kueue.workload import WorkloadDecision, podsets, stale, workload
+from tfjob_operator.rules.kueue.workload import (
+    WorkloadDecision,
+    podsets,
+    stale,
+    workload,
+    workload_update,
+)
 from tfjob_operator.rules.lifecycle.change import Change, Condition
 from tfjob_operator.rules.lifecycle.observation import Observation
 
 
 def wanted_workload(built: Built, queue: QueueView) -> Manifest:
     """The Workload the job asks admission with, as it stands now: its pod templates as
-    rendered for its children, before admission places them."""
+    rendered for its children, before admission places them; inactive while the job's spec
+    suspends it."""
     sets = podsets(built.spec, built.templates)
-    return workload(built.job, queue.version, queue.queue, sets, queue.priority)
+    active = not built.spec.run_policy.suspend
+    return workload(built.job, queue.version, queue.queue, sets, queue.priority, active)
 
 
 def admission(
@@ -96,12 +104,18 @@ def workload_decision(
     seen: Observation,
     finished: bool,
 ) -> WorkloadDecision:
-    """Make the Workload, replace a stale one while the job is not done, or write its status."""
+    """Make the Workload; while the job is not done, replace one that holds quota for what the
+    job no longer asks, or update it in place; else write its status. An update comes first:
+    the status is written from the Workload it makes."""
     wl = queue.workload
     if wl is None:
         return WorkloadDecision(create=None if finished else wanted)
-    if stale(wl, wanted) and not finished:
-        return WorkloadDecision(create=wanted, delete=wl.name)
+    if not finished:
+        if wl.reserved and stale(wl, wanted):
+            return WorkloadDecision(create=wanted, delete=wl.name)
+        update = workload_update(wl, wanted, spec.run_policy.suspend)
+        if update:
+            return WorkloadDecision(update=update)
     verdict = None
     if finished:
         cond = st.find(

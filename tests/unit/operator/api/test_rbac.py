@@ -80,7 +80,14 @@ def test_kueue_rules_grant_exactly_its_calls():
     reads; nothing else, and nothing without it."""
     added = granted(rbac.rules(kueue=True)) - granted()
     workloads = {("kueue.x-k8s.io", "workloads", v) for v in ("list", "watch")}
-    assert added == kube.KUEUE_WRITES | kube.KUEUE_READS | workloads
+    assert added == kube.KUEUE_WRITES | kube.KUEUE_READS | kube.KUEUE_JOB_WRITES | workloads
     assert handlers.KUEUE_WORKLOADS == ("kueue.x-k8s.io", "workloads")
     for rule in rbac.KUEUE_CLUSTER_RULES:
-        assert rule["verbs"] == ["get"], "read-only"
+        assert set(rule["verbs"]) <= {"get", "list"}, "read-only"
+
+
+def test_kueue_reader_rules_only_read_tfjobs_of_either_group():
+    """Kueue's own ServiceAccount reads the TFJobs that own our children, nothing more."""
+    assert granted(rbac.KUEUE_READER_RULES) == {
+        (g, PLURAL, v) for g in GROUPS for v in ("get", "list", "watch")
+    }

@@ -8,7 +8,7 @@ import asyncio
 import copy
 from typing import Any
 
-from tfjob_operator.api.spec import ReplicaType
+from tfjob_operator.api.spec import GROUP, ReplicaType
 from tfjob_operator.controller.jobstate import JobKey
 from tfjob_operator.controller.projections import job_record
 from tfjob_operator.controller.reconcile import Reconciler
@@ -45,6 +45,7 @@ class FakeKube:
         self.errors: dict[str, Exception] = {}  # method -> what it raises
         self.leading: list[bool] = []  # answers of may_write, oldest first; then True
         self.foreign: dict[JobKey, list[str]] = {}  # another controller's children, by job
+        self.group = GROUP
         self._rv = 1
 
     def next_rv(self) -> str:
@@ -82,6 +83,12 @@ class FakeKube:
 
     def delete_job(self, namespace: str, name: str) -> None:
         self._call("delete_job", namespace, name)
+
+    def patch_job(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        self._call("patch_job", namespace, name, copy.deepcopy(patch))
+        stored = self.stored[(namespace, name)]
+        stored["metadata"] = merge(stored["metadata"], patch["metadata"])
+        stored["metadata"]["resourceVersion"] = self.next_rv()
 
     def label_pod(self, namespace: str, name: str, uid: str, labels: dict[str, str]) -> None:
         self._call("label_pod", namespace, name, dict(labels))

@@ -250,7 +250,14 @@ def test_eviction_stops_the_job_then_gives_the_reservation_back():
     assert (suspended["status"], suspended["reason"]) == ("True", st.Reason.EVICTED)
     assert "Preempted to fit cq-b" in suspended["message"]
     assert ("Warning", st.Reason.EVICTED) in {(t, r) for t, r, _ in run.events}
-    assert d.workload.status_patch == {}, "pods still active: the quota is not given back yet"
+    given = d.workload.status_patch.get("status", {})
+    assert "admission" not in given, "pods still active: the quota is not given back yet"
+    conds = {c["type"]: c for c in given.get("conditions", [])}
+    assert conds["QuotaReserved"]["status"] == "True"
+    ready = conds["PodsReady"]
+    assert (ready["status"], ready["reason"]) == ("False", "WaitForStart"), (
+        "Kueue's, while admitted"
+    )
 
     d = run.step(queue=view(run, evicted))
     patch = d.workload.status_patch
@@ -388,3 +395,337 @@ def test_an_admitted_job_rolls_a_new_image_and_requeues_only_for_new_resources()
     assert d.workload.delete == wl["metadata"]["name"]
     assert set(run.replicas("StatefulSet").values()) == {0}
     assert st.find(run.status, st.Cond.SUSPENDED)["reason"] == st.Reason.QUEUED
+
+
+# Kueue's contract for a Workload that changes: in place where Kueue's own job controllers
+# update theirs (a queued job's edit, a new priority class, `active`), replaced only when what
+# a quota reservation was made for changed.
+
+
+def queued(wl, rv="2"):
+    """`wl` waiting in its queue, with Kueue's word on why (no quota reserved)."""
+    wl = json.loads(json.dumps(wl))
+    wl["metadata"]["resourceVersion"] = rv
+    wl["status"] = {"conditions": [kq.cond("QuotaReserved", False, "Pending", "no quota")]}
+    return wl
+
+
+def test_a_job_created_suspended_gets_an_inactive_workload():
+    body = queued_job()
+    body["spec"]["runPolicy"] = {"suspend": True}
+    run = Run(body)
+    d = run.step(queue=view(run))
+    assert d.workload.create["spec"]["active"] is False
+    assert d.workload.create["metadata"]["annotations"][kueue.DEACTIVATED_BY_SUSPEND] == "true"
+    suspended = st.find(run.status, st.Cond.SUSPENDED)
+    assert (suspended["status"], suspended["reason"]) == ("True", st.Reason.SUSPENDED)
+
+
+def test_a_user_suspend_deactivates_the_workload_in_place_and_a_resume_activates_it():
+    run = Run(queued_job())
+    run.step(queue=view(run))
+    wl = admit(made(run))
+    run.step(*running("mnist", SPEC), queue=view(run, wl))
+    run.body["spec"]["runPolicy"] = {"suspend": True}
+    run.body["metadata"]["generation"] = 2
+    d = run.step(*running("mnist", SPEC), queue=view(run, wl))
+    assert d.workload.create is None and d.workload.delete is None
+    assert d.workload.update == {
+        "metadata": {
+            "resourceVersion": "2",
+            "annotations": {kueue.DEACTIVATED_BY_SUSPEND: "true"},
+        },
+        "spec": {"active": False},
+    }
+    assert st.find(run.status, st.Cond.SUSPENDED)["reason"] == st.Reason.SUSPENDED
+    assert set(run.replicas("StatefulSet").values()) == {0}
+
+    # Kueue evicts it (Deactivated), the pods stop, the quota goes back; then the resume.
+    stopped = fake_merge(wl, d.workload.update)
+    stopped = evict(stopped, reason="Deactivated")
+    d = run.step(queue=view(run, stopped))
+    given = fake_merge(stopped, d.workload.status_patch)
+    given["metadata"]["resourceVersion"] = "4"
+    run.body["spec"]["runPolicy"] = {}
+    run.body["metadata"]["generation"] = 3
+    d = run.step(queue=view(run, given))
+    assert d.workload.update == {
+        "metadata": {"resourceVersion": "4", "annotations": {kueue.DEACTIVATED_BY_SUSPEND: None}},
+        "spec": {"active": True},
+    }
+    assert d.workload.create is None and d.workload.delete is None
+
+
+def fake_merge(wl, patch):
+    """A merge patch applied as the API server does (RFC 7386)."""
+
+    def merge(target, p):
+        if not isinstance(p, dict):
+            return copy.deepcopy(p)
+        out = dict(target) if isinstance(target, dict) else {}
+        for k, v in p.items():
+            if v is None:
+                out.pop(k, None)
+            else:
+                out[k] = merge(out.get(k), v)
+        return out
+
+    return merge(wl, patch)
+
+
+@pytest.mark.parametrize(
+    ("suspend", "active", "marked", "spec", "mark"),
+    [
+        (True, True, False, {"active": False}, "true"),
+        (True, False, True, None, None),
+        (True, False, False, None, None),  # Kueue or an admin deactivated it: not ours
+        (False, False, True, {"active": True}, "drop"),
+        (False, False, False, None, None),  # nor ours to undo (requeuing limit, kueuectl stop)
+        (False, True, True, None, "drop"),
+        (False, True, False, None, None),
+    ],
+)
+def test_active_follows_the_users_suspend_only(suspend, active, marked, spec, mark):
+    from tfjob_operator.rules.kueue.workload import workload_update
+
+    ref = JobRef("mnist", "default", "uid-1")
+    wanted = workload(ref, "v1beta2", "team-a", [], None, not suspend)
+    stored = json.loads(json.dumps(wanted))
+    stored["spec"]["active"] = active
+    stored["metadata"]["resourceVersion"] = "7"
+    notes = stored["metadata"]["annotations"]
+    notes.pop(kueue.DEACTIVATED_BY_SUSPEND, None)
+    if marked:
+        notes[kueue.DEACTIVATED_BY_SUSPEND] = "true"
+    patch = workload_update(observe_workload(stored), wanted, suspend)
+    assert patch.get("spec") == spec
+    annotations = patch.get("metadata", {}).get("annotations", {})
+    assert (
+        annotations.get(kueue.DEACTIVATED_BY_SUSPEND, "absent")
+        == {
+            None: "absent",
+            "true": "true",
+            "drop": None,
+        }[mark]
+    )
+
+
+def wpc(name, value):
+    return Priority(kueue.GROUP, name, value)
+
+
+def test_a_priority_value_kueue_changes_restarts_nothing():
+    """Kueue rewrites spec.priority in place when a WorkloadPriorityClass' value changes; the
+    operator reads the new value a little later. Neither replaces the Workload."""
+    run = Run(queued_job(**{kueue.PRIORITY_LABEL: "low"}))
+    run.step(queue=QueueView("team-a", "v1beta2", None, FLAVORS, wpc("low", 100)))
+    wl = admit(made(run))
+    run.step(
+        *running("mnist", SPEC),
+        queue=QueueView("team-a", "v1beta2", observe_workload(wl), FLAVORS, wpc("low", 100)),
+    )
+    wl["spec"]["priority"] = 500  # Kueue's WorkloadPriorityClass controller
+    for value in (100, 500):
+        q = QueueView("team-a", "v1beta2", observe_workload(wl), FLAVORS, wpc("low", value))
+        d = run.step(*running("mnist", SPEC), queue=q)
+        assert d.workload.create is None and d.workload.delete is None
+        assert d.workload.update == {}, "a class' value is Kueue's to write"
+        assert set(run.replicas("StatefulSet").values()) == {1, 2}
+
+
+PC = Priority(kueue.POD_PRIORITY_GROUP, "high", 1000)
+
+
+@pytest.mark.parametrize(
+    ("reserved", "have", "want", "expected"),
+    [
+        # Kueue's UpdateWorkloadPriority: a Workload that follows the label takes its new class.
+        (True, wpc("low", 100), wpc("urgent", 900), "want"),
+        (False, wpc("low", 100), wpc("urgent", 900), "want"),
+        (False, None, wpc("urgent", 900), "want"),
+        (False, wpc("low", 100), PC, "want"),  # the label gone: the pods' class
+        (False, wpc("low", 100), None, "want"),
+        # ... not a new value of the same class (Kueue's to write) ...
+        (True, wpc("low", 100), wpc("low", 500), None),
+        (False, wpc("low", 100), wpc("low", 500), None),
+        # ... nor a Workload that a PriorityClass sets, ...
+        (False, PC, wpc("urgent", 900), None),
+        (True, PC, Priority(kueue.POD_PRIORITY_GROUP, "low", 1), None),
+        # ... nor what the API refuses while quota is reserved (a class added, a group changed).
+        (True, None, wpc("urgent", 900), None),
+        (True, wpc("low", 100), PC, None),
+    ],
+)
+@pytest.mark.parametrize("version", ["v1beta2", "v1beta1"])
+def test_a_priority_class_changes_in_place_as_kueue_changes_it(
+    reserved, have, want, expected, version
+):
+    from tfjob_operator.rules.kueue.workload import priority_update
+
+    ref = JobRef("mnist", "default", "uid-1")
+    stored = workload(ref, version, "team-a", [], have)
+    if reserved:
+        stored = admit(stored)
+    wanted = workload(ref, version, "team-a", [], want)
+    patch = priority_update(observe_workload(stored), wanted)
+    if expected is None:
+        assert patch == {}
+        return
+    after = fake_merge(stored, {"spec": patch})
+    fields = [k for k in kueue.PRIORITY_FIELDS if k in after["spec"] or k in wanted["spec"]]
+    assert {k: after["spec"].get(k) for k in fields} == {k: wanted["spec"].get(k) for k in fields}
+
+
+def _old_hashes(spec):
+    """The hashes an operator that still counted the priority wrote (before this change)."""
+    import hashlib
+
+    def digest(obj):
+        return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
+
+    what = {
+        "priority": [spec.get(k) for k in ("priority", "priorityClassRef", "priorityClassName")],
+        "queue": spec.get("queueName"),
+        "podSets": [
+            {
+                "name": p["name"],
+                "count": p["count"],
+                "resources": [
+                    (c.get("name"), c.get("resources"))
+                    for kind in ("initContainers", "containers")
+                    for c in p["template"]["spec"].get(kind) or []
+                ],
+                **{
+                    k: p["template"]["spec"].get(k)
+                    for k in (
+                        "nodeSelector",
+                        "tolerations",
+                        "affinity",
+                        "priorityClassName",
+                        "runtimeClassName",
+                        "overhead",
+                    )
+                },
+            }
+            for p in spec.get("podSets") or []
+        ],
+    }
+    return digest(spec), digest(what)
+
+
+@pytest.mark.parametrize("admitted", [True, False])
+def test_a_workload_an_older_operator_made_is_kept_after_an_upgrade(admitted):
+    run = Run(queued_job(**{kueue.PRIORITY_LABEL: "low"}))
+    run.step(queue=QueueView("team-a", "v1beta2", None, FLAVORS, wpc("low", 100)))
+    wl = made(run)
+    podsets, admission = _old_hashes(wl["spec"])
+    wl["metadata"]["annotations"] = {kueue.PODSETS_HASH: podsets, kueue.ADMISSION_HASH: admission}
+    wl = admit(wl) if admitted else queued(wl)
+    q = QueueView("team-a", "v1beta2", observe_workload(wl), FLAVORS, wpc("low", 100))
+    d = run.step(*running("mnist", SPEC), queue=q)
+    assert d.workload.create is None and d.workload.delete is None
+    assert d.workload.update == {}
+
+
+def test_an_edit_of_a_queued_job_updates_its_workload_in_place():
+    run = Run(queued_job(**{kueue.PRIORITY_LABEL: "low"}))
+    run.step(queue=QueueView("team-a", "v1beta2", None, FLAVORS, wpc("low", 100)))
+    wl = queued(made(run))
+    wl["spec"]["priority"] = 500  # Kueue's since
+    run.body["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 3
+    run.body["metadata"]["labels"][kueue.QUEUE_LABEL] = "team-b"
+    run.body["metadata"]["generation"] = 2
+    q = QueueView("team-b", "v1beta2", observe_workload(wl), FLAVORS, wpc("low", 100))
+    d = run.step(queue=q)
+    assert d.workload.create is None and d.workload.delete is None, "its place in the queue kept"
+    patch = d.workload.update
+    assert patch["metadata"]["resourceVersion"] == "2"
+    assert patch["spec"]["queueName"] == "team-b"
+    assert [p["count"] for p in patch["spec"]["podSets"]] == [1, 1, 3]
+    assert patch["spec"]["priority"] == 500, "the class' value as Kueue keeps it"
+    assert "active" not in patch["spec"]
+    updated = fake_merge(wl, patch)
+    d = run.step(
+        queue=QueueView("team-b", "v1beta2", observe_workload(updated), FLAVORS, wpc("low", 100))
+    )
+    assert d.workload.update == {} and d.workload.create is None, "up to date now"
+
+
+NOT_READY = "Not all pods are ready or succeeded"
+
+
+@pytest.mark.parametrize(
+    ("conditions", "pods_ready", "active_pods", "expected"),
+    [
+        # queued: Kueue's jobframework writes WaitForStart while not admitted
+        ([], False, 0, ("False", "WaitForStart")),
+        # admitted: follows the pods
+        ([("Admitted", True, "R")], False, 0, ("False", "WaitForStart")),
+        ([("Admitted", True, "R")], True, 4, ("True", "Started")),
+        (
+            [("Admitted", True, "R"), ("PodsReady", True, "Started")],
+            False,
+            3,
+            ("False", "WaitForRecovery"),
+        ),
+        (
+            [("Admitted", True, "R"), ("PodsReady", False, "WaitForRecovery")],
+            True,
+            4,
+            ("True", "Recovered"),
+        ),
+        # evicted, pods still stopping: still Admitted, so it follows them
+        (
+            [
+                ("Admitted", True, "R"),
+                ("PodsReady", True, "Started"),
+                ("Evicted", True, "Preempted"),
+            ],
+            False,
+            2,
+            ("False", "WaitForRecovery"),
+        ),
+        # evicted, pods gone: the reservation given back, and PodsReady with it
+        (
+            [
+                ("Admitted", True, "R"),
+                ("PodsReady", True, "Started"),
+                ("Evicted", True, "Preempted"),
+            ],
+            False,
+            0,
+            ("False", "WaitForStart"),
+        ),
+        # readmitted after that: waits for its start, not its recovery
+        (
+            [("Admitted", True, "R"), ("PodsReady", False, "WaitForStart", NOT_READY)],
+            False,
+            2,
+            None,
+        ),
+    ],
+)
+def test_pods_ready_is_kueues_after_an_eviction(conditions, pods_ready, active_pods, expected):
+    from datetime import UTC, datetime
+
+    from tfjob_operator.rules.kueue.status import workload_status
+
+    conds = [kq.cond(*c) for c in conditions]
+    admitted = any(c[0] == "Admitted" for c in conditions)
+    if admitted:
+        conds.append(kq.cond("QuotaReserved", True, "R"))
+    body = {"metadata": {"name": "wl", "resourceVersion": "9"}, "status": {"conditions": conds}}
+    if admitted:
+        body["status"]["admission"] = {"clusterQueue": "cq", "podSetAssignments": []}
+    patch = workload_status(
+        observe_workload(body),
+        active_pods=active_pods,
+        pods_ready=pods_ready,
+        finished=None,
+        now=datetime(2026, 1, 1, tzinfo=UTC),
+    )
+    if expected is None:
+        assert patch == {}, "WaitForStart already"
+        return
+    ready = next(c for c in patch["status"]["conditions"] if c["type"] == "PodsReady")
+    assert (ready["status"], ready["reason"]) == expected
