@@ -5,7 +5,7 @@ image, its pull policy and the manager's CPU request overridden. Its configurati
 chart's default plus what docs/production.md tells users to add.
 
 Also Kueue's CRDs as its release ships them (for the API-server tests, which run no Kueue), and
-readers of a Workload's conditions.
+the Kueue objects the tests make: flavors, queues, priority classes, a topology.
 
 Usage: ``python -m tfjob_testbed.kueue`` builds the manager and its image (cached).
 """
@@ -29,13 +29,14 @@ if TYPE_CHECKING:
 
 CRD_NAMES = ("workloads.kueue.x-k8s.io", "resourceflavors.kueue.x-k8s.io")
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
-NOW = "2026-01-01T00:00:00Z"
 RELEASE, NAMESPACE = "kueue", "kueue-system"
 # The name Kueue's releases are published under, so that the chart's override is what a user
 # pinning a release writes.
 REPOSITORY = "registry.k8s.io/kueue/kueue"
-# What docs/production.md ("Queueing with Kueue") tells users to add to Kueue's configuration.
-EXTERNAL_FRAMEWORKS = ["TFJob.v1.tfjob.dev"]
+# What docs/production.md ("Queueing with Kueue") tells users to add to Kueue's configuration:
+# the TFJobs of either group the operator queues (kubeflow.org's only while Kueue's own
+# kubeflow.org/tfjob integration is off).
+EXTERNAL_FRAMEWORKS = ["TFJob.v1.tfjob.dev", "TFJob.v1.kubeflow.org"]
 CONTAINERFILE = """FROM {base}
 COPY manager /manager
 USER 65532:65532
@@ -151,12 +152,51 @@ def install(cluster: Cluster, extra: dict[str, Any] | None = None, timeout: floa
     )
 
 
+# Kueue's objects, in the order they are deleted before Kueue itself: each kind's finalizers
+# are Kueue's, taken off by its manager, so they go while it still runs.
+NAMESPACED_KINDS = ("workloads", "localqueues")
+CLUSTER_KINDS = ("clusterqueues", "cohorts", "resourceflavors", "topologies",
+                 "workloadpriorityclasses")  # fmt: skip
+
+
 def uninstall(cluster: Cluster, timeout: float = 300) -> None:
-    """The chart removed (its webhooks, CRDs and every Kueue object with them)."""
-    cluster.helm("uninstall", RELEASE, "--namespace", NAMESPACE, "--ignore-not-found", "--wait",
-                 "--timeout", f"{timeout:.0f}s")  # fmt: skip
+    """Every Kueue object deleted while its manager still takes their finalizers off (those it
+    keeps longer are let go), then the chart, with its webhooks and CRDs."""
+    if cluster.get("crd", f"clusterqueues.{GROUP}"):
+        kinds = [(k, "--all-namespaces") for k in NAMESPACED_KINDS]
+        kinds += [(k, "") for k in CLUSTER_KINDS]
+        for kind, scope in kinds:
+            args = [a for a in ("delete", f"{kind}.{GROUP}", "--all", scope) if a]
+            cluster.kubectl(*args, "--wait=false", check=False)
+
+        def left() -> list[str]:
+            names = [f"{k}.{GROUP}" for k, _ in kinds]
+            got = cluster.kubectl("get", ",".join(names), "-A", "-o", "name", check=False)
+            return got.stdout.split()
+
+        try:
+            wait_for(lambda: not left(), 60, "Kueue's objects deleted")
+        except AssertionError:
+            for obj in left():  # held by a finalizer its manager keeps: let it go
+                cluster.kubectl("patch", obj, "-A", "--type=merge", "-p",
+                                '{"metadata":{"finalizers":null}}', check=False)  # fmt: skip
+    cluster.helm("uninstall", RELEASE, "--namespace", NAMESPACE, "--ignore-not-found")
     cluster.kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=true",
                     f"--timeout={timeout:.0f}s", check=False)  # fmt: skip
+
+    def gone() -> bool:
+        crds = cluster.kubectl("get", "crd", "-o", "name", check=False).stdout.split()
+        # The aggregation controller applies an aggregated ClusterRole back when its deletion
+        # races its own write: delete what it brought back.
+        roles = [
+            r for r in cluster.kubectl("get", "clusterrole", "-o", "name").stdout.split()
+            if r.startswith(f"clusterrole.rbac.authorization.k8s.io/{RELEASE}-")
+        ]  # fmt: skip
+        if roles:
+            cluster.kubectl("delete", *roles, "--ignore-not-found", check=False)
+        return not roles and not [c for c in crds if c.endswith(f".{GROUP}")]
+
+    wait_for(gone, timeout, "Kueue's CRDs and roles gone", interval=1)
 
 
 def crd_documents() -> str:
@@ -168,86 +208,64 @@ def crd_documents() -> str:
     return "\n---\n".join(f.read_text() for f in files)
 
 
-def flavor(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+def _object(kind: str, name: str, spec: dict[str, Any], **meta: Any) -> dict[str, Any]:
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "ResourceFlavor",
-        "metadata": {"name": name},
+        "kind": kind,
+        "metadata": {"name": name, **meta},
         "spec": spec,
     }
 
 
-def cond(type_: str, status: bool, reason: str, message: str = "") -> dict[str, Any]:
-    return {
-        "type": type_,
-        "status": "True" if status else "False",
-        "reason": reason,
-        "message": message or reason,
-        "lastTransitionTime": NOW,
+def flavor(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return _object("ResourceFlavor", name, spec)
+
+
+def cluster_queue(
+    name: str, quotas: dict[str, dict[str, str]], cohort: str | None = None, **spec: Any
+) -> dict[str, Any]:
+    """A ClusterQueue open to every namespace; `quotas`: flavor -> resource -> nominal quota,
+    in order (the order Kueue tries the flavors in)."""
+    resources = sorted({r for q in quotas.values() for r in q})
+    body: dict[str, Any] = {
+        "namespaceSelector": {},
+        "resourceGroups": [
+            {
+                "coveredResources": resources,
+                "flavors": [
+                    {"name": f, "resources": [{"name": r, "nominalQuota": q[r]} for r in resources]}
+                    for f, q in quotas.items()
+                ],
+            }
+        ],
+        **spec,
     }
+    if cohort:
+        body["cohortName"] = cohort
+    return _object("ClusterQueue", name, body)
+
+
+def local_queue(name: str, namespace: str, cluster_queue: str, **spec: Any) -> dict[str, Any]:
+    return _object("LocalQueue", name, {"clusterQueue": cluster_queue, **spec}, namespace=namespace)
+
+
+def priority_class(name: str, value: int) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "WorkloadPriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+    }
+
+
+def topology(name: str, levels: list[str]) -> dict[str, Any]:
+    return _object("Topology", name, {"levels": [{"nodeLabel": label} for label in levels]})
 
 
 def condition(workload: dict[str, Any], type_: str) -> dict[str, Any]:
+    """A condition of a Workload, {} while it has none of that type."""
     conditions = (workload.get("status") or {}).get("conditions") or []
     return next((c for c in conditions if c["type"] == type_), {})
-
-
-def status_write(current: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
-    """Kueue's write of a Workload's status, as a merge patch on `current`: conditions set by
-    type (the rest of the list kept), other fields as given."""
-    conditions = {c["type"]: c for c in (current.get("status") or {}).get("conditions") or []}
-    for c in status.get("conditions", []):
-        conditions[c["type"]] = c
-    rest = {k: v for k, v in status.items() if k != "conditions"}
-    return {"status": {**rest, "conditions": list(conditions.values())}}
-
-
-def admission(
-    workload: dict[str, Any], flavor_name: str, updates: list[dict[str, Any]] | None = None
-) -> dict[str, Any]:
-    """What Kueue's scheduler writes when it admits `workload` on one flavor; `updates`, the
-    pod set updates of an admission check that is Ready."""
-    checks = (
-        {"admissionChecks": [{"name": "provisioning", "state": "Ready", "message": "Provisioned",
-                              "lastTransitionTime": NOW, "podSetUpdates": updates}]}
-        if updates is not None
-        else {}
-    )  # fmt: skip
-    return {
-        **checks,
-        "admission": {
-            "clusterQueue": "cluster-a",
-            "podSetAssignments": [
-                {
-                    "name": p["name"],
-                    "flavors": {"cpu": flavor_name, "memory": flavor_name},
-                    "count": p["count"],
-                }
-                for p in workload["spec"]["podSets"]
-            ],
-        },
-        "conditions": [
-            cond(
-                "QuotaReserved", True, "QuotaReserved", "Quota reserved in ClusterQueue cluster-a"
-            ),
-            cond("Admitted", True, "Admitted", "The workload is admitted"),
-            cond("Evicted", False, "QuotaReserved", "Previously: preempted"),
-        ],
-    }
-
-
-# What Kueue's scheduler writes when it preempts a Workload for a higher-priority one.
-PREEMPTION = {
-    "conditions": [
-        cond("Evicted", True, "Preempted", "Preempted to accommodate a higher priority Workload"),
-        cond(
-            "Preempted",
-            True,
-            "InClusterQueue",
-            "Preempted to accommodate a higher priority Workload",
-        ),
-    ]
-}
 
 
 def _main() -> int:

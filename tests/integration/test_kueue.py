@@ -1,7 +1,8 @@
-"""Kueue on the real API server, with Kueue's own Workload and ResourceFlavor CRDs (v0.19.2) and
-the test playing Kueue's part: it writes the Workload's status as Kueue's scheduler and
-Workload controller do. (The same cycle with a training job on real nodes:
-tests/node/test_kueue.py.)
+"""The operator's side of Kueue on the real API server, with Kueue's own Workload and
+ResourceFlavor CRDs from its release's module and no Kueue running: what the operator writes
+before Kueue answers (the Workload, kept in place while it waits; its API version; its removal
+when the job leaves the queue). Kueue's answers, from Kueue itself on the real node:
+tests/node/test_kueue.py.
 
 The order matters: the first test runs before the CRDs exist and installs them."""
 
@@ -12,7 +13,7 @@ import json
 import kubernetes
 import pytest
 
-from tests.integration.helpers import CHILD_WAIT, GC_WAIT
+from tests.integration.helpers import CHILD_WAIT
 from tfjob_operator.rules import kueue
 from tfjob_operator.rules import status as st
 from tfjob_testbed import kueue as kq
@@ -53,36 +54,6 @@ def the_workload(custom, ns: str) -> dict:
     return wait_for(lambda: (workloads(custom, ns) or [None])[0], CHILD_WAIT, "the Workload")
 
 
-def workload_with(custom, ns: str, type_: str) -> dict:
-    """The Workload, once its condition `type_` holds."""
-
-    def check() -> dict | None:
-        wl = the_workload(custom, ns)
-        return wl if kq.condition(wl, type_).get("status") == "True" else None
-
-    return wait_for(check, CHILD_WAIT, f"the Workload's {type_}")
-
-
-def kueue_writes(custom, ns: str, name: str, status: dict) -> None:
-    """Kueue's write of the Workload's status (`kq.status_write`)."""
-    current = custom.get_namespaced_custom_object(kueue.GROUP, VERSION, ns, "workloads", name)
-    body = kq.status_write(current, status)
-    custom.patch_namespaced_custom_object_status(kueue.GROUP, VERSION, ns, "workloads", name, body)
-
-
-def admit(custom, ns: str, workload: dict, flavor: str, updates: list | None = None) -> None:
-    """Kueue's scheduler admits the Workload on `flavor`, for every resource of every podSet."""
-    status = kq.admission(workload, flavor, updates)
-    kueue_writes(custom, ns, workload["metadata"]["name"], status)
-
-
-def placed(job, name: str, flavor: str) -> bool:
-    """Every StatefulSet of the job runs its pods, placed on `flavor` (its node label)."""
-    sets = job.statefulsets(name)
-    pools = {(s.spec.template.spec.node_selector or {}).get("pool") for s in sets.values()}
-    return bool(sets) and pools == {flavor} and all(s.spec.replicas > 0 for s in sets.values())
-
-
 def test_without_kueue_a_queued_job_says_so_and_runs_nothing(
     operator, control_plane, kubectl, job, tmp_path
 ):
@@ -118,101 +89,9 @@ def kueue_operator(kueue_crds, operator, control_plane, tmp_path):
         yield op
 
 
-def test_queued_admitted_evicted_readmitted_finished(
-    kueue_operator, job, custom, core, kubelet, ns
-):
-    name = job.create(queued_job())
-
-    # Queued: a Workload as Kueue reads it, and no pod.
-    workload = the_workload(custom, ns)
-    wl_name = workload["metadata"]["name"]
-    owner = workload["metadata"]["ownerReferences"][0]
-    assert (owner["kind"], owner["name"], owner["controller"]) == ("TFJob", name, True)
-    assert workload["spec"]["queueName"] == "team-a"
-    sets = {p["name"]: p for p in workload["spec"]["podSets"]}
-    assert {n: p["count"] for n, p in sets.items()} == {"chief": 1, "worker": 2}
-    container = sets["worker"]["template"]["spec"]["containers"][0]
-    assert container["resources"]["requests"] == {"cpu": "1", "memory": "1Gi"}
-    assert {"TF_CONFIG", "TFJOB_CHECKPOINT_DIR"} <= {e["name"] for e in container["env"]}
-    suspended = job.wait_condition(name, st.Cond.SUSPENDED)
-    assert (suspended["status"], suspended["reason"]) == ("True", st.Reason.QUEUED)
-    waiting = job.status(name)["waiting"]
-    assert set(waiting) == {"mnist-chief-0", "mnist-worker-0", "mnist-worker-1"}
-    assert all(w.startswith("Queued: ") and "team-a" in w for w in waiting.values())
-    job.wait_event(name, st.Reason.QUEUED)
-    assert {s.spec.replicas for s in job.statefulsets(name).values()} == {0}
-    assert job.pods(name) == []
-    claim = core.read_namespaced_persistent_volume_claim("mnist-checkpoints", ns).metadata.uid
-
-    # Admitted on on-demand, with an admission check's pod set update: the pods start there.
-    update = {"name": "worker", "labels": {"provisioned": "yes"}, "nodeSelector": {"zone": "z1"}}
-    admit(custom, ns, workload, "on-demand", [update])
-    wait_for(lambda: placed(job, name, "on-demand"), CHILD_WAIT, "pods on on-demand")
-    worker = job.statefulsets(name)["mnist-worker"].spec.template
-    assert worker.spec.node_selector == {"pool": "on-demand", "zone": "z1"}
-    assert worker.metadata.labels["provisioned"] == "yes"
-    assert "zone" not in (job.statefulsets(name)["mnist-chief"].spec.template.spec.node_selector)
-    pods = job.wait_pods(name, 3)
-    kubelet.run_all(pods)
-    job.wait_state(name, "Running")
-    assert job.condition(name, st.Cond.SUSPENDED)["reason"] == st.Reason.ADMITTED
-    ready = workload_with(custom, ns, "PodsReady")
-    assert kq.condition(ready, "PodsReady")["reason"] == "Started"
-
-    # Preempted: the job stops, then the reservation is given back.
-    kueue_writes(custom, ns, wl_name, kq.PREEMPTION)
-    wait_for(lambda: job.pods(name) == [], CHILD_WAIT, "the pods to stop")
-    assert {s.spec.replicas for s in job.statefulsets(name).values()} == {0}
-    given_back = wait_for(
-        lambda: (
-            (wl := the_workload(custom, ns)).get("status", {}).get("admission") is None
-            and kq.condition(wl, "QuotaReserved").get("status") == "False"
-            and wl
-        ),
-        CHILD_WAIT,
-        "the reservation given back",
-    )
-    assert kq.condition(given_back, "QuotaReserved")["reason"] == "Pending"
-    assert kq.condition(given_back, "Admitted")["status"] == "False"
-    assert (
-        kq.condition(given_back, "Requeued")["status"],
-        kq.condition(given_back, "Requeued")["reason"],
-    ) == (
-        "True",
-        "Preempted",
-    )
-    evicted = job.condition(name, st.Cond.SUSPENDED)
-    assert (evicted["status"], evicted["reason"]) == ("True", st.Reason.EVICTED)
-    job.wait_event(name, st.Reason.EVICTED)
-    assert job.status(name).get("restarts", 0) == 0, "a preemption is no failure"
-
-    # Admitted again, on spot: the pods come back there, with the same checkpoint volume.
-    admit(custom, ns, given_back, "spot")
-    wait_for(lambda: placed(job, name, "spot"), CHILD_WAIT, "pods on spot")
-    worker = job.statefulsets(name)["mnist-worker"].spec.template.spec
-    assert [(t.key, t.value, t.effect) for t in worker.tolerations or []] == [
-        ("pool", "spot", "NoSchedule")
-    ]
-    pods = job.wait_pods(name, 3)
-    assert (
-        core.read_namespaced_persistent_volume_claim("mnist-checkpoints", ns).metadata.uid == claim
-    )
-    kubelet.run_all(pods)
-    job.wait_state(name, "Running")
-
-    # Finished: the Workload says so, and its quota frees.
-    kubelet.set("mnist-chief-0", state="terminated", exit_code=0)
-    job.wait_state(name, "Succeeded")
-    finished = workload_with(custom, ns, "Finished")
-    assert kq.condition(finished, "Finished")["reason"] == "Succeeded"
-    assert len(workloads(custom, ns)) == 1, "one Workload all along"
-
-    # The TFJob's deletion takes its Workload with it.
-    job.kubectl("delete", job.resource, name, "-n", ns)
-    wait_for(lambda: workloads(custom, ns) == [], GC_WAIT, "the Workload to go with the job")
-
-
-def test_a_spec_edit_while_queued_replaces_the_workload(kueue_operator, job, custom, ns):
+def test_a_spec_edit_while_queued_updates_the_workload_in_place(kueue_operator, job, custom, ns):
+    """The Workload keeps its name, uid and creation time, so the job keeps its place in the
+    queue (Kueue orders by creation time)."""
     name = job.create(queued_job())
     old = the_workload(custom, ns)
     # The user's manifest, edited: no resourceVersion, which would make the apply conflict with
@@ -223,13 +102,15 @@ def test_a_spec_edit_while_queued_replaces_the_workload(kueue_operator, job, cus
     job.kubectl.apply(body)
     new = wait_for(
         lambda: [
-            w for w in workloads(custom, ns) if w["metadata"]["uid"] != old["metadata"]["uid"]
+            w
+            for w in workloads(custom, ns)
+            if {p["name"]: p["count"] for p in w["spec"]["podSets"]} == {"chief": 1, "worker": 3}
         ],
         CHILD_WAIT,
-        "a new Workload",
+        "the Workload updated",
     )[0]
-    assert {p["name"]: p["count"] for p in new["spec"]["podSets"]} == {"chief": 1, "worker": 3}
-    wait_for(lambda: len(workloads(custom, ns)) == 1, CHILD_WAIT, "the stale Workload gone")
+    assert [w["metadata"]["uid"] for w in workloads(custom, ns)] == [old["metadata"]["uid"]]
+    assert new["metadata"]["creationTimestamp"] == old["metadata"]["creationTimestamp"]
     assert {s.spec.replicas for s in job.statefulsets(name).values()} == {0}
 
 

@@ -1,16 +1,20 @@
-"""Kueue's cycle with a training job on the real node: queued with no pod, admitted on one
-flavor, preempted mid-training (its pods really stop, the quota is given back), admitted again
-on another flavor, resumed from its checkpoint, Finished. The chart runs with
-`kueue.enabled=true`; the test plays Kueue's scheduler, writing the Workload's status through
-kubectl as Kueue would. Prints one `CHAOS` line for docs/development.md's table."""
+"""Kueue itself on the real node: its manager built from its release's Go module, installed with
+its own chart (webhooks and its default integrations, the pod and statefulset ones included),
+configured as docs/production.md says. The operator runs from its chart with `kueue.enabled`.
+Nothing here writes a Workload's status: Kueue's scheduler queues, admits, preempts and places
+the jobs, and its controllers evict and requeue them. After each scenario the ClusterQueues'
+own figures (admitted, reserving, pending) are held to the jobs' states.
+
+Prints one `CHAOS` line for docs/development.md's table."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.node.helpers import (
     CHECKPOINT_EVERY,
@@ -18,142 +22,287 @@ from tests.node.helpers import (
     RESTORED,
     SAVED,
     STEP,
+    TRAIN_WAIT,
     assert_scaled_down,
-    established,
     fast_job,
     follow,
     newest_step,
     wait_ended,
     wait_halfway_past_a_checkpoint,
 )
-from tfjob_operator.rules import kueue
-from tfjob_testbed import kueue as kq
+from tfjob_operator.rules import kueue as rules
+from tfjob_operator.rules import status as st
+from tfjob_testbed import kueue
 from tfjob_testbed.cluster import CHART, NAMESPACE, RELEASE, Cluster
 from tfjob_testbed.kube import wait_for
 
 pytestmark = pytest.mark.node
-STEPS = 600
 TOLERATION = {"key": "tfjob.dev/kueue-test", "operator": "Exists", "effect": "NoSchedule"}
+# Kueue's waitForPodsReady (on by default, 30 minutes) made short enough to be seen here, with a
+# short backoff and one requeue before Kueue deactivates a Workload whose pods never start.
+PODS_READY = {
+    "waitForPodsReady": {
+        "timeout": "60s",
+        "recoveryTimeout": "60s",
+        "requeuingStrategy": {
+            "timestamp": "Eviction",
+            "backoffBaseSeconds": 5,
+            "backoffMaxSeconds": 10,
+            "backoffLimitCount": 1,
+        },
+    }
+}
+RACK = "tfjob.dev/test-rack"
+HOSTNAME = "kubernetes.io/hostname"
+NO_IMAGE = "docker.io/tfjob-operator/no-such-image:0"
 
 
-def _helm_kueue(cluster: Cluster, enabled: bool) -> None:
-    """The release as it is, with Kueue turned on or off; returns once the new operator pods
-    have replaced the old ones."""
+def helm_operator(cluster: Cluster, *sets: str) -> None:
+    """The operator's release as it is, with `sets`; returns once the new operator pods have
+    replaced the old ones."""
+    args = [a for s in sets for a in ("--set", s)]
     cluster.helm(
-        "upgrade", RELEASE, str(CHART), "--namespace", NAMESPACE, "--reuse-values",
-        "--set", f"kueue.enabled={str(enabled).lower()}", "--wait", "--timeout", "5m",
+        "upgrade", RELEASE, str(CHART), "--namespace", NAMESPACE, "--reuse-values", *args,
+        "--wait", "--timeout", "5m",
     )  # fmt: skip
     cluster.kubectl("rollout", "status", "deployment", "--namespace", NAMESPACE, "--timeout=300s")
 
 
+def create(cluster: Cluster, *bodies: dict[str, Any]) -> None:
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(bodies))
+
+
 @pytest.fixture(scope="module")
-def flavors(cluster: Cluster) -> Iterator[dict[str, dict[str, Any]]]:
-    """Kueue's CRDs, two ResourceFlavors (any Linux node; this very node, with a toleration),
-    and the operator with `kueue.enabled`; all undone afterwards."""
-    node = cluster.get("nodes")["items"][0]["metadata"]["labels"]["kubernetes.io/hostname"]
+def node_name(cluster: Cluster) -> str:
+    return cluster.get("nodes")["items"][0]["metadata"]["labels"][HOSTNAME]
+
+
+@pytest.fixture(scope="module")
+def bed(cluster: Cluster, node_name: str) -> Iterator[dict[str, dict[str, Any]]]:
+    """Kueue installed, two ResourceFlavors (any Linux node; this very node, with a toleration)
+    and a topology-aware one (the node in a rack), and the operator with `kueue.enabled`; all
+    undone afterwards."""
+    cluster.kubectl("label", "node", node_name, f"{RACK}=rack-1", "--overwrite")
     specs = {
-        "any-linux": {"nodeLabels": {"kubernetes.io/os": "linux"}},
-        "this-node": {"nodeLabels": {"kubernetes.io/hostname": node}, "tolerations": [TOLERATION]},
+        "on-demand": {"nodeLabels": {"kubernetes.io/os": "linux"}},
+        "spot": {"nodeLabels": {HOSTNAME: node_name}, "tolerations": [TOLERATION]},
+        "racks": {"nodeLabels": {RACK: "rack-1"}, "topologyName": "racks"},
     }
-    made = cluster.kubectl(
-        "create", "--validate=false", "-f", "-", input=kq.crd_documents(), check=False
-    )
-    assert made.returncode == 0 or "AlreadyExists" in made.stderr, made.stderr
     try:
-        wait_for(lambda: all(established(cluster, c) for c in kq.CRD_NAMES), 60, "CRDs")
-        for name, spec in specs.items():
-            cluster.kubectl("apply", "-f", "-", input=json.dumps(kq.flavor(name, spec)))
-        _helm_kueue(cluster, True)
+        kueue.install(cluster, PODS_READY)
+        create(
+            cluster,
+            kueue.topology("racks", [RACK, HOSTNAME]),
+            *(kueue.flavor(name, spec) for name, spec in specs.items()),
+        )
+        helm_operator(cluster, "kueue.enabled=true")
         yield specs
     finally:
-        _helm_kueue(cluster, False)
-        cluster.kubectl("delete", "crd", *kq.CRD_NAMES, "--timeout=120s", check=False)
+        helm_operator(cluster, "kueue.enabled=false")
+        kueue.uninstall(cluster)
+        cluster.kubectl("label", "node", node_name, f"{RACK}-", check=False)
 
 
-def workload(cluster: Cluster, namespace: str) -> dict[str, Any]:
-    items = cluster.get("workloads.kueue.x-k8s.io", "-n", namespace).get("items") or []
-    assert len(items) <= 1, [w["metadata"]["name"] for w in items]
-    return items[0] if items else {}
+@pytest.fixture
+def cluster_objects(cluster: Cluster) -> Iterator[Callable[..., None]]:
+    """Creates cluster-scoped Kueue objects for one test, and deletes them after it."""
+    made: list[tuple[str, str]] = []
+
+    def make(*bodies: dict[str, Any]) -> None:
+        create(cluster, *bodies)
+        made.extend((b["kind"].lower() + "s." + kueue.GROUP, b["metadata"]["name"]) for b in bodies)
+
+    yield make
+    for kind, name in reversed(made):
+        cluster.kubectl("delete", kind, name, "--wait=false", check=False)
 
 
-def kueue_writes(cluster: Cluster, namespace: str, status: dict[str, Any]) -> None:
-    """Kueue's write of the Workload's status, through kubectl."""
-    current = workload(cluster, namespace)
-    cluster.kubectl(
-        "patch", "workloads.kueue.x-k8s.io", current["metadata"]["name"], "-n", namespace,
-        "--subresource=status", "--type=merge", "-p", json.dumps(kq.status_write(current, status)),
-    )  # fmt: skip
+# ---- reading Kueue's side ---------------------------------------------------------------------
 
 
-def job_pods(cluster: Cluster, namespace: str) -> list[dict[str, Any]]:
-    return cluster.get("pods", "-n", namespace, "-l", "tfjob.dev/job-name=queued")["items"]
+def workloads(cluster: Cluster, namespace: str) -> list[dict[str, Any]]:
+    return cluster.get("workloads.kueue.x-k8s.io", "-n", namespace).get("items") or []
 
 
-def test_preempted_mid_training_resumes_on_another_flavor(
-    cluster: Cluster, namespace: str, flavors: dict[str, dict[str, Any]]
+def workload_of(cluster: Cluster, namespace: str, job: str) -> dict[str, Any]:
+    """The job's Workload ({} while there is none); fails if there are several, or if Kueue made
+    one of its own for a child (its owner is not the job)."""
+    mine = []
+    for w in workloads(cluster, namespace):
+        owners = [(o["kind"], o["name"]) for o in w["metadata"].get("ownerReferences") or []]
+        assert ("TFJob", job) in owners or all(o[1] != job for o in owners), owners
+        if ("TFJob", job) in owners:
+            mine.append(w)
+        else:
+            assert not any(o[1].startswith(f"{job}-") for o in owners), (
+                f"Kueue made a Workload for a child of {job}: {owners}"
+            )
+    assert len(mine) <= 1, [w["metadata"]["name"] for w in mine]
+    return mine[0] if mine else {}
+
+
+def holds(cluster: Cluster, namespace: str, job: str, type_: str, status: str = "True") -> Any:
+    """The job's Workload once its condition `type_` has `status`, else None."""
+    wl = workload_of(cluster, namespace, job)
+    return wl if kueue.condition(wl, type_).get("status") == status else None
+
+
+def queue_figures(cluster: Cluster, cq: str) -> tuple[int, int, int]:
+    """The ClusterQueue's own (admitted, reserving, pending) Workload counts."""
+    status = cluster.get("clusterqueues.kueue.x-k8s.io", cq).get("status") or {}
+    return tuple(
+        status.get(k, 0) for k in ("admittedWorkloads", "reservingWorkloads", "pendingWorkloads")
+    )  # type: ignore[return-value]
+
+
+def reserved(cluster: Cluster, cq: str) -> dict[str, dict[str, str]]:
+    """What the ClusterQueue holds reserved, flavor -> resource -> total, zeros left out."""
+    status = cluster.get("clusterqueues.kueue.x-k8s.io", cq).get("status") or {}
+    return {
+        f["name"]: got
+        for f in status.get("flavorsReservation") or []
+        if (got := {r["name"]: r["total"] for r in f["resources"] if r["total"] not in ("0", 0)})
+    }
+
+
+def assert_figures(cluster: Cluster, cq: str, admitted: int, pending: int) -> None:
+    """Kueue's figures agree with the jobs: `admitted` Workloads hold quota, `pending` wait,
+    and nothing else is reserved."""
+    wait_for(
+        lambda: (
+            queue_figures(cluster, cq) == (admitted, admitted, pending)
+            and (admitted or reserved(cluster, cq) == {})
+        ),
+        POD_WAIT,
+        f"ClusterQueue {cq}: {admitted} admitted and reserving, {pending} pending",
+    )
+
+
+def job_pods(cluster: Cluster, namespace: str, job: str) -> list[dict[str, Any]]:
+    return cluster.get("pods", "-n", namespace, "-l", f"tfjob.dev/job-name={job}")["items"]
+
+
+def assert_not_taken_over(cluster: Cluster, namespace: str, job: str) -> None:
+    """Kueue's pod and statefulset integrations left the job's children alone: no admission
+    gate, no queue label of their own, no Warning that they took one."""
+    for pod in job_pods(cluster, namespace, job):
+        gates = [g["name"] for g in pod["spec"].get("schedulingGates") or []]
+        assert "kueue.x-k8s.io/admission" not in gates, (pod["metadata"]["name"], gates)
+        assert "kueue.x-k8s.io/managed" not in (pod["metadata"].get("labels") or {})
+    sets = cluster.get("statefulsets", "-n", namespace, "-l", f"tfjob.dev/job-name={job}")
+    for s in sets["items"]:
+        assert rules.QUEUE_LABEL not in (s["metadata"].get("labels") or {}), s["metadata"]
+    events = cluster.get(
+        "events", "-n", namespace, "--field-selector", f"involvedObject.name={job}"
+    )
+    assert not [e for e in events["items"] if e["reason"] == st.Reason.KUEUE_TOOK_OVER_CHILD]
+
+
+def job_condition(cluster: Cluster, namespace: str, job: str, type_: str) -> dict[str, Any]:
+    conditions = cluster.tfjob_status(job, namespace).get("conditions") or []
+    return next((c for c in conditions if c["type"] == type_), {})
+
+
+def small(name: str, queue: str | None, steps: int = 60, cpu: str = "100m") -> dict[str, Any]:
+    """One worker (MultiWorkerMirrored on its own) for a few steps, requesting `cpu`."""
+    job = fast_job(name, "mnist-sync", f"--steps={steps}")
+    job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 1
+    return requesting(job, queue, cpu)
+
+
+def requesting(job: dict[str, Any], queue: str | None, cpu: str) -> dict[str, Any]:
+    if queue:
+        job["metadata"].setdefault("labels", {})[rules.QUEUE_LABEL] = queue
+    for rs in job["spec"]["tfReplicaSpecs"].values():
+        rs["template"]["spec"]["containers"][0]["resources"] = {
+            "requests": {"cpu": cpu, "memory": "256Mi"}
+        }
+    return job
+
+
+QUOTA = {"cpu": "1", "memory": "8Gi"}
+NONE = {"cpu": "0", "memory": "0"}
+RECLAIM: dict[str, Any] = {
+    "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
+}
+
+
+# ---- the scenarios ----------------------------------------------------------------------------
+
+
+def test_borrowing_job_preempted_by_another_team_resumes_on_another_flavor(
+    cluster: Cluster,
+    namespace: str,
+    bed: dict[str, dict[str, Any]],
+    cluster_objects: Callable[..., None],
 ) -> None:
-    job = fast_job("queued", "mnist-ps", f"--steps={STEPS}")
-    job["metadata"]["labels"] = {kueue.QUEUE_LABEL: "team-a"}
+    """Team A's job waits while no quota is free; runs on on-demand capacity borrowed from team
+    B; is preempted when team B's higher-priority job reclaims it; goes on from its checkpoint
+    on spot capacity, and finishes. Kueue's pod and statefulset integrations stay off its
+    children throughout."""
+    a, b = f"{namespace}-a", f"{namespace}-b"
+    cluster_objects(
+        kueue.cluster_queue(a, {"on-demand": NONE, "spot": NONE}, cohort=namespace),
+        kueue.cluster_queue(b, {"on-demand": NONE}, cohort=namespace, **RECLAIM),
+        kueue.priority_class(f"{namespace}-high", 1000),
+    )
+    create(
+        cluster,
+        kueue.local_queue("team-a", namespace, a),
+        kueue.local_queue("team-b", namespace, b),
+    )
+    job = requesting(fast_job("queued", "mnist-ps", "--steps=600"), "team-a", "100m")
     cluster.apply(job, namespace)
 
-    # Queued: a Workload, and no pod.
-    wl = wait_for(lambda: workload(cluster, namespace), POD_WAIT, "the Workload")
+    # Queued: no quota anywhere, so a pending Workload and no pod.
+    wl = wait_for(lambda: workload_of(cluster, namespace, "queued"), POD_WAIT, "the Workload")
     assert {p["name"]: p["count"] for p in wl["spec"]["podSets"]} == {
         "chief": 1,
         "ps": 1,
         "worker": 2,
     }
-    wait_for(
-        lambda: (
-            (cluster.tfjob_status("queued", namespace).get("waiting") or {})
-            .get("queued-chief-0", "")
-            .startswith("Queued:")
-        ),
-        POD_WAIT,
-        "the job to say it is queued",
-    )
-    assert job_pods(cluster, namespace) == []
+    assert_figures(cluster, a, admitted=0, pending=1)
+    assert job_condition(cluster, namespace, "queued", "Suspended")["reason"] == "Queued"
+    assert job_pods(cluster, namespace, "queued") == []
 
-    # Admitted on any-linux: it trains.
-    kueue_writes(cluster, namespace, kq.admission(wl, "any-linux"))
+    # Team B's on-demand quota appears: team A borrows it, and trains.
+    cluster_objects(kueue.cluster_queue(b, {"on-demand": QUOTA}, cohort=namespace, **RECLAIM))
     first = follow(cluster, "queued-chief-0", namespace)
-    wait_for(
-        lambda: kq.condition(workload(cluster, namespace), "PodsReady").get("status") == "True",
-        POD_WAIT,
-        "PodsReady",
-    )
+    admitted = wait_for(lambda: holds(cluster, namespace, "queued", "PodsReady"), POD_WAIT,
+                        "PodsReady")  # fmt: skip
+    # Spot capacity for team A, once it holds on-demand: where it goes when preempted.
+    cluster_objects(kueue.cluster_queue(a, {"on-demand": NONE, "spot": QUOTA}, cohort=namespace))
+    flavors = {f for p in admitted["status"]["admission"]["podSetAssignments"]
+               for f in p["flavors"].values()}  # fmt: skip
+    assert flavors == {"on-demand"}
+    assert kueue.condition(admitted, "PodsReady")["reason"] == "Started"
+    assert_figures(cluster, a, admitted=1, pending=0)
     wait_halfway_past_a_checkpoint(first)
+    assert_not_taken_over(cluster, namespace, "queued")
 
-    # Preempted: the pods stop, then the quota is given back.
-    kueue_writes(cluster, namespace, kq.PREEMPTION)
+    # Team B's job, of a higher priority, reclaims its quota: team A's pods stop.
+    urgent = small("urgent", "team-b", cpu="800m")
+    urgent["metadata"]["labels"][rules.PRIORITY_LABEL] = f"{namespace}-high"
+    cluster.apply(urgent, namespace)
     before = first.wait(POD_WAIT)
     reached = newest_step(before)
     saved = max(int(m.group(2)) for m in SAVED.finditer(before))
-    assert_scaled_down(cluster, "queued", namespace)
-    wait_for(lambda: job_pods(cluster, namespace) == [], POD_WAIT, "the pods gone")
-    given_back = wait_for(
-        lambda: (
-            (w := workload(cluster, namespace)).get("status", {}).get("admission") is None
-            and kq.condition(w, "QuotaReserved").get("status") == "False"
-            and w
-        ),
-        POD_WAIT,
-        "the reservation given back",
-    )
-    assert kq.condition(given_back, "Requeued")["status"] == "True"
-    suspended = next(
-        c
-        for c in cluster.tfjob_status("queued", namespace)["conditions"]
-        if c["type"] == "Suspended"
-    )
-    assert (suspended["status"], suspended["reason"]) == ("True", "Evicted")
+    preempted = next(
+        c for c in cluster.get("events", "-n", namespace)["items"]
+        if c["reason"] == "Preempted" and c["involvedObject"]["name"] == wl["metadata"]["name"]
+    )  # fmt: skip
+    assert "reclaim" in preempted["message"].lower() or "cohort" in preempted["message"].lower()
 
-    # Admitted again, on this-node: the pods come back there, and resume from the checkpoint.
-    kueue_writes(cluster, namespace, kq.admission(given_back, "this-node"))
+    # Admitted again at once, on spot: the pods come back there, and resume from the checkpoint.
     second = follow(cluster, "queued-chief-0", namespace)
     placed = cluster.get("pod", "queued-worker-0", "-n", namespace)["spec"]
-    assert placed["nodeSelector"] == flavors["this-node"]["nodeLabels"]
+    assert placed["nodeSelector"] == bed["spot"]["nodeLabels"]
     assert TOLERATION in placed["tolerations"]
+    again = wait_for(lambda: holds(cluster, namespace, "queued", "PodsReady"), POD_WAIT,
+                     "PodsReady again")  # fmt: skip
+    # Through WaitForStart (the start timeout), not WaitForRecovery: a new admission.
+    assert kueue.condition(again, "PodsReady")["reason"] == "Started"
+    assert kueue.condition(again, "Evicted")["status"] == "False"
     status = wait_ended(cluster, "queued", namespace, log=second)
     log = second.wait()
     restored = RESTORED.search(log)
@@ -161,20 +310,264 @@ def test_preempted_mid_training_resumes_on_another_flavor(
     at = int(restored.group(2))
     assert at >= saved, (saved, restored.group(0))
     steps = [int(s) for s in STEP.findall(log)]
-    assert steps and steps[0] > at and steps[-1] == STEPS, log[-3000:]
+    assert steps and steps[0] > at and steps[-1] == 600, log[-3000:]
     lost = max(0, reached - at)
     assert lost <= CHECKPOINT_EVERY, (reached, at)
     assert status["restarts"] == 0 and not status.get("failure"), status
+    wait_ended(cluster, "urgent", namespace)
 
-    # Finished: the quota frees at once.
-    finished = wait_for(
-        lambda: (
-            kq.condition(workload(cluster, namespace), "Finished").get("status") == "True"
-            and workload(cluster, namespace)
-        ),
-        POD_WAIT,
-        "the Workload Finished",
-    )
-    assert kq.condition(finished, "Finished")["reason"] == "Succeeded"
-    fault = "Kueue preemption, re-admitted on another flavor"
+    # Finished: both Workloads say so, and neither queue holds anything.
+    finished = wait_for(lambda: holds(cluster, namespace, "queued", "Finished"), POD_WAIT,
+                        "the Workload Finished")  # fmt: skip
+    assert kueue.condition(finished, "Finished")["reason"] == "Succeeded"
+    assert_figures(cluster, a, admitted=0, pending=0)
+    assert_figures(cluster, b, admitted=0, pending=0)
+    assert_not_taken_over(cluster, namespace, "queued")
+    fault = "Kueue preemption (cohort reclaim), re-admitted on another flavor"
     print(f"\nCHAOS fault={fault!r} steps_lost={lost} restarts={status['restarts']}")
+
+
+def test_a_suspended_job_gives_its_quota_back_and_queues_again_on_resume(
+    cluster: Cluster, namespace: str, bed: Any, cluster_objects: Callable[..., None]
+) -> None:
+    cq = f"{namespace}-q"
+    cluster_objects(kueue.cluster_queue(cq, {"on-demand": QUOTA}))
+    create(cluster, kueue.local_queue("team", namespace, cq))
+    # Created suspended: queued, never admitted.
+    held = small("held", "team")
+    held["spec"]["runPolicy"]["suspend"] = True
+    cluster.apply(held, namespace)
+    wl = wait_for(lambda: workload_of(cluster, namespace, "held"), POD_WAIT, "held's Workload")
+    assert wl["spec"]["active"] is False
+    # A running job suspended by its user: the Workload is deactivated and the quota freed.
+    cluster.apply(small("pause", "team", steps=2000), namespace)
+    wait_for(lambda: holds(cluster, namespace, "pause", "PodsReady"), POD_WAIT, "pause running")
+    assert_figures(cluster, cq, admitted=1, pending=0)
+    uid = workload_of(cluster, namespace, "pause")["metadata"]["uid"]
+    suspend = json.dumps({"spec": {"runPolicy": {"suspend": True}}})
+    cluster.kubectl("patch", "tfjob", "pause", "-n", namespace, "--type=merge", "-p", suspend)
+    wait_for(lambda: holds(cluster, namespace, "pause", "Evicted"), POD_WAIT, "pause evicted")
+    assert_scaled_down(cluster, "pause", namespace)
+    wait_for(lambda: job_pods(cluster, namespace, "pause") == [], POD_WAIT, "pause's pods gone")
+    # held and pause are both inactive: Kueue counts neither, and holds no quota.
+    assert_figures(cluster, cq, admitted=0, pending=0)
+    assert holds(cluster, namespace, "held", "QuotaReserved") is None
+    # Resumed: the same Workload, active again, admitted again; the job finishes.
+    resume = json.dumps({"spec": {"runPolicy": {"suspend": False}}})
+    cluster.kubectl("patch", "tfjob", "held", "-n", namespace, "--type=merge", "-p", resume)
+    wait_ended(cluster, "held", namespace)
+    cluster.kubectl("patch", "tfjob", "pause", "-n", namespace, "--type=merge", "-p", resume)
+    wait_for(lambda: holds(cluster, namespace, "pause", "PodsReady"), POD_WAIT, "pause again")
+    assert workload_of(cluster, namespace, "pause")["metadata"]["uid"] == uid
+    cluster.kubectl("delete", "tfjob", "pause", "-n", namespace)
+    assert_figures(cluster, cq, admitted=0, pending=0)
+
+
+def test_a_priority_change_is_taken_in_place_and_restarts_nothing(
+    cluster: Cluster, namespace: str, bed: Any, cluster_objects: Callable[..., None]
+) -> None:
+    cq, pc = f"{namespace}-q", f"{namespace}-prio"
+    cluster_objects(kueue.cluster_queue(cq, {"on-demand": QUOTA}), kueue.priority_class(pc, 10))
+    create(cluster, kueue.local_queue("team", namespace, cq))
+    job = small("prio", "team", steps=400)
+    job["metadata"]["labels"][rules.PRIORITY_LABEL] = pc
+    cluster.apply(job, namespace)
+    wl = wait_for(lambda: holds(cluster, namespace, "prio", "PodsReady"), POD_WAIT, "running")
+    assert wl["spec"]["priority"] == 10
+    pod_uid = cluster.get("pod", "prio-worker-0", "-n", namespace)["metadata"]["uid"]
+    # The admin raises the class: Kueue updates the Workload's priority in place.
+    cluster_objects(kueue.priority_class(pc, 500))
+    wait_for(
+        lambda: workload_of(cluster, namespace, "prio")["spec"].get("priority") == 500,
+        POD_WAIT,
+        "the new priority",
+    )
+    status = wait_ended(cluster, "prio", namespace)
+    after = workload_of(cluster, namespace, "prio")
+    assert after["metadata"]["uid"] == wl["metadata"]["uid"]
+    assert kueue.condition(after, "Evicted").get("status") != "True"
+    assert cluster.get("pod", "prio-worker-0", "-n", namespace)["metadata"]["uid"] == pod_uid
+    assert status["restarts"] == 0
+
+
+def test_without_a_priority_class_the_cluster_default_one_counts(
+    cluster: Cluster, namespace: str, bed: Any, cluster_objects: Callable[..., None]
+) -> None:
+    cq, pc = f"{namespace}-q", f"{namespace}-default"
+    cluster_objects(kueue.cluster_queue(cq, {"on-demand": QUOTA}))
+    create(cluster, kueue.local_queue("team", namespace, cq))
+    default = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": pc},
+        "value": 700,
+        "globalDefault": True,
+    }
+    create(cluster, default)
+    try:
+        cluster.apply(small("plain", "team"), namespace)
+        wl = wait_for(lambda: workload_of(cluster, namespace, "plain"), POD_WAIT, "the Workload")
+        assert wl["spec"].get("priority") == 700
+        assert (wl["spec"].get("priorityClassRef") or {}).get("name") == pc
+        wait_ended(cluster, "plain", namespace)
+    finally:
+        cluster.kubectl("delete", "priorityclass", pc, check=False)
+
+
+def test_an_edit_of_a_queued_job_keeps_its_place_in_the_queue(
+    cluster: Cluster, namespace: str, bed: Any, cluster_objects: Callable[..., None]
+) -> None:
+    cq = f"{namespace}-q"
+    cluster_objects(kueue.cluster_queue(cq, {"on-demand": NONE}, queueingStrategy="StrictFIFO"))
+    create(cluster, kueue.local_queue("team", namespace, cq))
+    cluster.apply(small("first", "team", cpu="500m"), namespace)
+    wl = wait_for(lambda: workload_of(cluster, namespace, "first"), POD_WAIT, "first's Workload")
+    cluster.apply(small("second", "team", cpu="500m"), namespace)
+    wait_for(lambda: workload_of(cluster, namespace, "second"), POD_WAIT, "second's Workload")
+    assert_figures(cluster, cq, admitted=0, pending=2)
+    # The first job's user asks for less CPU while it waits: its Workload is updated in place.
+    edited = small("first", "team", cpu="400m")
+    cluster.apply(edited, namespace)
+
+    def updated() -> dict[str, Any] | None:
+        now = workload_of(cluster, namespace, "first")
+        podset = now["spec"]["podSets"][0]["template"]["spec"]["containers"][0]
+        return now if podset["resources"]["requests"]["cpu"] == "400m" else None
+
+    now = wait_for(updated, POD_WAIT, "first's Workload updated")
+    assert now["metadata"]["uid"] == wl["metadata"]["uid"]
+    assert now["metadata"]["creationTimestamp"] == wl["metadata"]["creationTimestamp"]
+    # Room for one of them: the first, which kept its place, goes first.
+    cluster_objects(kueue.cluster_queue(cq, {"on-demand": {"cpu": "500m", "memory": "8Gi"}},
+                                        queueingStrategy="StrictFIFO"))  # fmt: skip
+    wait_for(lambda: holds(cluster, namespace, "first", "QuotaReserved"), POD_WAIT, "first in")
+    assert holds(cluster, namespace, "second", "QuotaReserved") is None
+    wait_ended(cluster, "first", namespace)
+    wait_ended(cluster, "second", namespace)
+    assert_figures(cluster, cq, admitted=0, pending=0)
+
+
+def test_topology_aware_placement_by_kueue(
+    cluster: Cluster, namespace: str, bed: Any, node_name: str,
+    cluster_objects: Callable[..., None],
+) -> None:  # fmt: skip
+    """A replica type that asks for one rack: Kueue's topology request has it, and Kueue's
+    ungater places the gated pods on the domain it assigned."""
+    cq = f"{namespace}-q"
+    cluster_objects(kueue.cluster_queue(cq, {"racks": QUOTA}))
+    create(cluster, kueue.local_queue("team", namespace, cq))
+    job = small("racked", "team")
+    job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 2
+    template = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]
+    template.setdefault("metadata", {})["annotations"] = {
+        "kueue.x-k8s.io/podset-required-topology": RACK
+    }
+    cluster.apply(job, namespace)
+    wl = wait_for(lambda: workload_of(cluster, namespace, "racked"), POD_WAIT, "the Workload")
+    request = wl["spec"]["podSets"][0]["topologyRequest"]
+    assert request["required"] == RACK
+    assert request["podIndexLabel"] == "apps.kubernetes.io/pod-index"
+    admitted = wait_for(lambda: holds(cluster, namespace, "racked", "Admitted"), POD_WAIT,
+                        "admitted")  # fmt: skip
+    assignment = admitted["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"]
+    assert assignment, admitted["status"]["admission"]
+    pods = wait_for(lambda: len(p := job_pods(cluster, namespace, "racked")) == 2 and p,
+                    POD_WAIT, "the pods")  # fmt: skip
+    for pod in pods:
+        assert pod["metadata"]["labels"]["kueue.x-k8s.io/podset"] == "worker"
+        assert pod["metadata"]["annotations"]["kueue.x-k8s.io/workload"] == wl["metadata"]["name"]
+
+    # Kueue's ungater took the topology gate off, with the node selector of the domain.
+    def placed() -> bool:
+        pods = job_pods(cluster, namespace, "racked")
+        return len(pods) == 2 and all(
+            not p["spec"].get("schedulingGates") and p["spec"].get("nodeName") == node_name
+            for p in pods
+        )
+
+    wait_for(placed, POD_WAIT, "the pods ungated and placed")
+    wait_ended(cluster, "racked", namespace)
+    assert_figures(cluster, cq, admitted=0, pending=0)
+
+
+def test_pods_that_never_start_are_evicted_requeued_then_deactivated(
+    cluster: Cluster, namespace: str, bed: Any, cluster_objects: Callable[..., None]
+) -> None:
+    """waitForPodsReady: a job whose image is missing is evicted after the timeout, requeued
+    once after the backoff, then deactivated; the job says why, and keeps no quota."""
+    cq = f"{namespace}-q"
+    cluster_objects(kueue.cluster_queue(cq, {"on-demand": QUOTA}))
+    create(cluster, kueue.local_queue("team", namespace, cq))
+    job = small("stuck", "team")
+    job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["image"] = NO_IMAGE
+    cluster.apply(job, namespace)
+    wait_for(lambda: holds(cluster, namespace, "stuck", "Admitted"), POD_WAIT, "admitted")
+    wl = wait_for(
+        lambda: (
+            (w := workload_of(cluster, namespace, "stuck"))
+            and w["spec"].get("active") is False
+            and w
+        ),
+        4 * POD_WAIT,
+        "Kueue to deactivate the Workload",
+    )
+    assert (wl["status"].get("requeueState") or {}).get("count", 0) >= 1 or kueue.condition(
+        wl, "Evicted"
+    )["reason"].startswith("Deactivated"), wl["status"]
+    wait_for(lambda: job_pods(cluster, namespace, "stuck") == [], POD_WAIT, "the pods gone")
+    suspended = job_condition(cluster, namespace, "stuck", "Suspended")
+    assert suspended["status"] == "True", suspended
+    assert_figures(cluster, cq, admitted=0, pending=0)
+
+
+def test_a_workload_the_admin_deactivates_stops_the_job_until_reactivated(
+    cluster: Cluster, namespace: str, bed: Any, cluster_objects: Callable[..., None]
+) -> None:
+    cq = f"{namespace}-q"
+    cluster_objects(kueue.cluster_queue(cq, {"on-demand": QUOTA}))
+    create(cluster, kueue.local_queue("team", namespace, cq))
+    cluster.apply(small("stopped", "team", steps=400), namespace)
+    wl = wait_for(lambda: holds(cluster, namespace, "stopped", "PodsReady"), POD_WAIT, "running")
+    name = wl["metadata"]["name"]
+    # What `kueuectl stop workload` writes.
+    stop = json.dumps({"spec": {"active": False}})
+    cluster.kubectl("patch", "workloads.kueue.x-k8s.io", name, "-n", namespace, "--type=merge",
+                    "-p", stop)  # fmt: skip
+    wait_for(lambda: job_pods(cluster, namespace, "stopped") == [], POD_WAIT, "the pods gone")
+    assert_figures(cluster, cq, admitted=0, pending=0)
+    # The operator leaves the admin's hold alone: still inactive after the job stopped.
+    assert workload_of(cluster, namespace, "stopped")["spec"]["active"] is False
+    start = json.dumps({"spec": {"active": True}})
+    cluster.kubectl("patch", "workloads.kueue.x-k8s.io", name, "-n", namespace, "--type=merge",
+                    "-p", start)  # fmt: skip
+    wait_ended(cluster, "stopped", namespace)
+    assert_figures(cluster, cq, admitted=0, pending=0)
+
+
+def test_manage_all_under_a_default_local_queue(
+    cluster: Cluster, namespace: str, bed: Any, cluster_objects: Callable[..., None]
+) -> None:
+    """--kueue-manage-all with a LocalQueue `default` (whose pods Kueue's own webhooks would
+    otherwise label and gate): the unlabelled job is queued once, through its own Workload."""
+    cq = f"{namespace}-q"
+    cluster_objects(kueue.cluster_queue(cq, {"on-demand": QUOTA}))
+    create(cluster, kueue.local_queue("default", namespace, cq))
+    helm_operator(cluster, "kueue.manageAll=true")
+    try:
+        cluster.apply(small("plain", None), namespace)
+        wait_for(
+            lambda: (
+                (
+                    cluster.get("tfjob", "plain", "-n", namespace)["metadata"].get("labels") or {}
+                ).get(rules.QUEUE_LABEL)
+                == "default"
+            ),
+            POD_WAIT,
+            "the job labelled for LocalQueue default",
+        )
+        wait_ended(cluster, "plain", namespace, timeout=TRAIN_WAIT)
+        assert_not_taken_over(cluster, namespace, "plain")
+        assert len(workloads(cluster, namespace)) == 1
+        assert_figures(cluster, cq, admitted=0, pending=0)
+    finally:
+        helm_operator(cluster, "kueue.manageAll=false")

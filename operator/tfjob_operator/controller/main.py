@@ -118,8 +118,10 @@ def build_parser() -> argparse.ArgumentParser:
     kq = p.add_argument_group(
         "Kueue",
         "TFJobs labelled kueue.x-k8s.io/queue-name wait for Kueue's admission: a Workload per "
-        "job, pods only once it is admitted, placed on the admitted flavors (tfjob.dev only: "
-        "Kueue queues Kubeflow's TFJobs itself).",
+        "job, pods only once it is admitted, placed on the admitted flavors. For kubeflow.org "
+        "TFJobs, only once Kueue's own kubeflow.org/tfjob integration is off (its default from "
+        "v0.19): while it is on, leave --kueue off and Kueue queues them through "
+        "runPolicy.suspend.",
     )
     kq.add_argument(
         "--kueue",
@@ -217,11 +219,6 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--kube-api-burst must be at least 1")
     if config.api_group not in GROUPS:  # argparse checks a flag's value, not its env default
         parser.error(f"--api-group (or TFJOB_API_GROUP) must be one of {', '.join(GROUPS)}")
-    if config.queueing is not None and config.api_group != GROUP:
-        parser.error(
-            f"--kueue queues {GROUP} TFJobs; Kueue queues {config.api_group} TFJobs itself "
-            "(its kubeflow.org/tfjob integration, through runPolicy.suspend)"
-        )
     if args.kueue_manage_all and not args.kueue:
         parser.error("--kueue-manage-all needs --kueue")
     import kopf  # imported late so that --help stays fast

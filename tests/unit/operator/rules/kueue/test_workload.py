@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from tests.unit.operator.rules.kueue import played as kq
 from tests.unit.operator.rules.lifecycle.helpers import Run, running
 from tfjob_operator.api.spec import ReplicaType
 from tfjob_operator.controller.projections import job_record
@@ -23,7 +24,6 @@ from tfjob_operator.rules.kueue.queue import (
 )
 from tfjob_operator.rules.kueue.workload import workload
 from tfjob_operator.rules.lifecycle import JobView, decide, decision
-from tfjob_testbed import kueue as kq
 from tfjob_testbed.jobs import pod, tfjob
 
 SPEC = {"Chief": 1, "PS": 1, "Worker": 2}
