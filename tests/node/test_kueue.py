@@ -52,6 +52,9 @@ PODS_READY = {
         },
     }
 }
+# Admission fair sharing between the LocalQueues of a ClusterQueue that asks for it: usage
+# sampled every second, so that one short job makes its queue the heavier one.
+FAIR_SHARING = {"admissionFairSharing": {"usageHalfLifeTime": "10m", "usageSamplingInterval": "1s"}}
 RACK = "tfjob.dev/test-rack"
 HOSTNAME = "kubernetes.io/hostname"
 NO_IMAGE = "docker.io/tfjob-operator/no-such-image:0"
@@ -89,7 +92,7 @@ def bed(cluster: Cluster, node_name: str) -> Iterator[dict[str, dict[str, Any]]]
         "racks": {"nodeLabels": {RACK: "rack-1"}, "topologyName": "racks"},
     }
     try:
-        kueue.install(cluster, PODS_READY)
+        kueue.install(cluster, PODS_READY | FAIR_SHARING)
         create(
             cluster,
             kueue.topology("racks", [RACK, HOSTNAME]),
@@ -571,3 +574,34 @@ def test_manage_all_under_a_default_local_queue(
         assert_figures(cluster, cq, admitted=0, pending=0)
     finally:
         helm_operator(cluster, "kueue.manageAll=false")
+
+
+def test_fair_sharing_admits_the_lighter_local_queue_first(
+    cluster: Cluster, namespace: str, bed: Any, cluster_objects: Callable[..., None]
+) -> None:
+    """Two LocalQueues share a ClusterQueue with usage-based admission fair sharing: once the
+    heavy queue has used the quota, the light queue's job goes first, though created later."""
+    cq = f"{namespace}-q"
+    scope = {"admissionScope": {"admissionMode": "UsageBasedAdmissionFairSharing"}}
+    cluster_objects(
+        kueue.cluster_queue(cq, {"on-demand": {"cpu": "500m", "memory": "8Gi"}}, **scope)
+    )
+    create(
+        cluster,
+        kueue.local_queue("heavy", namespace, cq),
+        kueue.local_queue("light", namespace, cq),
+    )
+    cluster.apply(small("used", "heavy", cpu="400m", steps=200), namespace)
+    wait_for(lambda: holds(cluster, namespace, "used", "PodsReady"), POD_WAIT, "used running")
+    cluster.apply(small("heavy-next", "heavy", cpu="400m"), namespace)
+    wait_for(lambda: workload_of(cluster, namespace, "heavy-next"), POD_WAIT, "its Workload")
+    cluster.apply(small("light-next", "light", cpu="400m"), namespace)
+    wait_for(lambda: workload_of(cluster, namespace, "light-next"), POD_WAIT, "its Workload")
+    assert_figures(cluster, cq, admitted=1, pending=2)
+    wait_ended(cluster, "used", namespace)
+    wait_for(lambda: holds(cluster, namespace, "light-next", "QuotaReserved"), POD_WAIT,
+             "the light queue's job admitted")  # fmt: skip
+    assert holds(cluster, namespace, "heavy-next", "QuotaReserved") is None
+    wait_ended(cluster, "light-next", namespace)
+    wait_ended(cluster, "heavy-next", namespace)
+    assert_figures(cluster, cq, admitted=0, pending=0)

@@ -119,7 +119,7 @@ def test_kueues_own_kubeflow_integration_queues_admits_preempts_and_finishes(
             cq, {"first": {"cpu": "500m", "memory": "8Gi"}, "second": QUOTA},
             preemption={"withinClusterQueue": "LowerPriority"},
             # Preempt on the first flavor rather than go on to the next one.
-            flavorFungibility={"whenCanPreempt": "Preempt"},
+            flavorFungibility={"whenCanPreempt": "MayStopSearch"},
         ),
         kueue.priority_class(pc, 1000),
         kueue.local_queue("team", namespace, cq),
@@ -185,7 +185,7 @@ def test_without_kueues_integration_the_operators_workloads_queue_kubeflow_jobs(
         assert (owner["apiVersion"], owner["name"]) == (API_VERSION, "ours")
         assert rules.PODSETS_HASH in wl[0]["metadata"]["annotations"], "ours, not Kueue's"
         assert pods(cluster, namespace, "ours") == []
-        assert queue_figures(cluster, cq)[2] == 1
+        wait_for(lambda: queue_figures(cluster, cq) == (0, 0, 1), POD_WAIT, "it pending")
         create(cluster, kueue.cluster_queue(cq, {"first": QUOTA}))
         wait_for(lambda: condition(get(cluster, "ours", namespace), "Succeeded") == "True",
                  TRAIN_WAIT, "ours Succeeded")  # fmt: skip
