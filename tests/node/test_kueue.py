@@ -372,7 +372,7 @@ def test_a_priority_change_is_taken_in_place_and_restarts_nothing(
     cq, pc = f"{namespace}-q", f"{namespace}-prio"
     cluster_objects(kueue.cluster_queue(cq, {"on-demand": QUOTA}), kueue.priority_class(pc, 10))
     create(cluster, kueue.local_queue("team", namespace, cq))
-    job = small("prio", "team", steps=400)
+    job = small("prio", "team", steps=100_000)
     job["metadata"]["labels"][rules.PRIORITY_LABEL] = pc
     cluster.apply(job, namespace)
     wl = wait_for(lambda: holds(cluster, namespace, "prio", "PodsReady"), POD_WAIT, "running")
@@ -385,12 +385,26 @@ def test_a_priority_change_is_taken_in_place_and_restarts_nothing(
         POD_WAIT,
         "the new priority",
     )
-    status = wait_ended(cluster, "prio", namespace)
+    # New operator pods (an upgrade, a failover) read the class afresh. An edit that changes
+    # nothing Kueue reads shows when they have reconciled the job (its observedGeneration).
+    cluster.kubectl("rollout", "restart", "deployment", "-n", NAMESPACE)
+    cluster.kubectl("rollout", "status", "deployment", "-n", NAMESPACE, "--timeout=300s")
+    ttl = json.dumps({"spec": {"runPolicy": {"ttlSecondsAfterFinished": 600}}})
+    cluster.kubectl("patch", "tfjob", "prio", "-n", namespace, "--type=merge", "-p", ttl)
+    generation = cluster.get("tfjob", "prio", "-n", namespace)["metadata"]["generation"]
+    wait_for(
+        lambda: cluster.tfjob_status("prio", namespace).get("observedGeneration") == generation,
+        POD_WAIT,
+        "the new operator to reconcile the job",
+    )
     after = workload_of(cluster, namespace, "prio")
     assert after["metadata"]["uid"] == wl["metadata"]["uid"]
     assert kueue.condition(after, "Evicted").get("status") != "True"
+    assert job_condition(cluster, namespace, "prio", "Running").get("status") == "True"
     assert cluster.get("pod", "prio-worker-0", "-n", namespace)["metadata"]["uid"] == pod_uid
-    assert status["restarts"] == 0
+    assert cluster.tfjob_status("prio", namespace).get("restarts", 0) == 0
+    cluster.kubectl("delete", "tfjob", "prio", "-n", namespace)
+    assert_figures(cluster, cq, admitted=0, pending=0)
 
 
 def test_without_a_priority_class_the_cluster_default_one_counts(
