@@ -1,15 +1,14 @@
 """Kubeflow's TFJobs (`kubeflow.org/v1`) on the operator that serves Kubeflow's group, as the
-clients around them use them: Kubeflow's labels on pods and Services, Kueue's built-in TFJob
-integration (played here as Kueue plays it: suspend, admit with node selectors, preempt,
-re-admit), Katib's reading of a trial, a `runPolicy.managedBy` of another controller, and a job
-that Kubeflow's training-operator had already started.
+clients around them use them: Kubeflow's labels on pods and Services, Katib's reading of a
+trial, a `runPolicy.managedBy` of another controller, and a job that Kubeflow's training-operator
+had already started.
 
-The Kubeflow Training SDK itself drives jobs on the real node (tests/node/test_kubeflow.py).
+The Kubeflow Training SDK itself drives jobs on the real node (tests/node/test_kubeflow.py), and
+so does Kueue's built-in TFJob integration (tests/node/test_kueue_kubeflow.py).
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -23,10 +22,6 @@ from tfjob_testbed.kube import wait_for
 pytestmark = pytest.mark.integration
 
 KF = "kubeflow.org/v1"
-QUEUE = {"kueue.x-k8s.io/queue-name": "team-a"}
-# Kueue waits for every replicaStatuses[*].active to be 0 before it releases a preempted job's
-# quota; a few seconds is what Kubeflow's controller takes.
-RELEASE_WAIT = 15
 
 
 def kf_tfjob(name: str, replicas: dict[str, int], **kwargs: Any) -> dict[str, Any]:
@@ -97,101 +92,6 @@ def test_a_pod_made_again_gets_its_labels_again(kf_job, kubelet):
         return kubeflow.REPLICA_INDEX in (pod.metadata.labels or {})
 
     wait_for(relabelled, CHILD_WAIT, "the new worker-0 pod with its replica index")
-
-
-def admit(job: Job, name: str, selector: dict[str, str], replica_types: list[str]) -> None:
-    """What Kueue does on admission: the flavor's node selector, a toleration, its labels and
-    annotations into every replica template, and the job unsuspended, in one update."""
-    spec = {
-        rt: {
-            "template": {
-                "metadata": {
-                    "labels": {"kueue.x-k8s.io/podset": rt.lower()},
-                    "annotations": {"kueue.x-k8s.io/workload": f"tfjob-{name}"},
-                },
-                "spec": {
-                    "nodeSelector": selector,
-                    "tolerations": [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}],
-                },
-            }
-        }
-        for rt in replica_types
-    }
-    patch = {"spec": {"runPolicy": {"suspend": False}, "tfReplicaSpecs": spec}}
-    job.kubectl("patch", job.resource, name, "-n", job.ns, "--type=merge", "-p", json.dumps(patch))
-
-
-def preempt(job: Job, name: str, replica_types: list[str]) -> None:
-    """What Kueue does on preemption: suspend, and put the templates back as they were."""
-    back = {
-        rt: {
-            "template": {
-                "metadata": {"labels": None, "annotations": None},
-                "spec": {"nodeSelector": None, "tolerations": None},
-            }
-        }
-        for rt in replica_types
-    }
-    patch = {"spec": {"runPolicy": {"suspend": True}, "tfReplicaSpecs": back}}
-    job.kubectl("patch", job.resource, name, "-n", job.ns, "--type=merge", "-p", json.dumps(patch))
-
-
-def active(job: Job, name: str) -> int:
-    return sum(r.get("active", 0) for r in (job.status(name).get("replicaStatuses") or {}).values())
-
-
-def placed(job: Job, name: str, selector: dict[str, str], count: int) -> dict[str, Any]:
-    """The job's pods, once all `count` exist with the admitted node selector."""
-
-    def check() -> dict[str, Any] | None:
-        got = pods(job, name)
-        ok = len(got) == count and all(p.spec.node_selector == selector for p in got.values())
-        return got if ok else None
-
-    return wait_for(check, CHILD_WAIT, f"{count} pods of {name} placed on {selector}")
-
-
-def test_kueue_admits_preempts_and_admits_again(kf_job, kubelet):
-    types = ["PS", "Worker"]
-    body = kf_tfjob("queued", {"PS": 1, "Worker": 2}, run_policy={"suspend": True})
-    body["metadata"]["labels"] = dict(QUEUE)
-    name = kf_job.create(body)
-
-    # Created suspended, as Kueue's webhook makes it: no pod while it waits for quota.
-    kf_job.wait_condition(name, st.Cond.SUSPENDED)
-    kf_job.wait_replicas(name, {"queued-ps": 0, "queued-worker": 0})
-    assert pods(kf_job, name) == {}
-    assert not st.is_true(kf_job.status(name), st.Cond.RUNNING)
-
-    # Admitted on a flavor: pods made from the templates as Kueue left them.
-    flavor_a = {"cloud.example/gpu": "a100"}
-    admit(kf_job, name, flavor_a, types)
-    got = placed(kf_job, name, flavor_a, 3)
-    for pod in got.values():
-        assert [t.key for t in pod.spec.tolerations or [] if t.key == "spot"] == ["spot"]
-        assert pod.metadata.labels["kueue.x-k8s.io/podset"] in ("ps", "worker")
-        assert pod.metadata.annotations["kueue.x-k8s.io/workload"] == f"tfjob-{name}"
-    kubelet.run_all(sorted(got))
-    kf_job.wait_state(name, "Running")
-    wait_for(lambda: active(kf_job, name) == 3, CHILD_WAIT, "3 active replicas")
-
-    # Preempted: the pods go, and the status says so within seconds, for Kueue to release.
-    preempt(kf_job, name, types)
-    wait_for(lambda: active(kf_job, name) == 0, RELEASE_WAIT, "replicaStatuses active 0")
-    status = kf_job.status(name)
-    assert st.is_true(status, st.Cond.SUSPENDED)
-    assert st.find(status, st.Cond.RUNNING)["status"] == "False", "Running means running"
-    wait_for(lambda: pods(kf_job, name) == {}, CHILD_WAIT, "no pod while preempted")
-
-    # Admitted again, on another flavor: the new node selector, not the old one.
-    flavor_b = {"cloud.example/gpu": "spot-t4"}
-    admit(kf_job, name, flavor_b, types)
-    got = placed(kf_job, name, flavor_b, 3)
-    kubelet.run_all(sorted(got))
-    kf_job.wait_state(name, "Running")
-    assert kf_job.status(name).get("restarts", 0) == 0, "a preemption is not a failure"
-    kubelet.set(f"{name}-worker-0", state="terminated", exit_code=0)
-    kf_job.wait_state(name, "Succeeded")
 
 
 def test_a_job_another_controller_runs_is_left_alone_visibly(kf_job):

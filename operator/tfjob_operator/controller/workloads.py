@@ -84,11 +84,14 @@ class Workloads:
         workload = job.workloads.get(kueue.workload_name(key[1], meta.get("uid", "")))
         flavors = await self._flavors(workload, version)
         wanted = priority_class(meta.get("labels") or {}, view.spec)
+        # A Workload about to be made takes its priority as the cluster says it now, as Kueue's
+        # own controllers do (a class made a moment ago counts); one that exists keeps its own.
+        fresh = workload is None
         priority: Priority | None
         if wanted is not None:
-            priority = await self._priority(*wanted, version)
+            priority = await self._priority(*wanted, version, fresh)
         else:
-            priority = await self._default_priority()
+            priority = await self._default_priority(fresh)
         job.queue = QueueView(name, version, workload, flavors, priority)
         return job.queue
 
@@ -106,20 +109,20 @@ class Workloads:
             flavors[flavor] = Flavor.from_body(found)
         return flavors
 
-    async def _priority(self, group: str, pc: str, version: str) -> Priority:
+    async def _priority(self, group: str, pc: str, version: str, fresh: bool) -> Priority:
         """The priority the job's priority class gives (a PriorityClass or Kueue's own)."""
-        found = await self._cluster_read(group, *priority_class_api(group, version), pc)
+        found = await self._cluster_read(group, *priority_class_api(group, version), pc, fresh)
         if found is None:
             raise MissingAPI(f"the TFJob names priority class {pc} ({group}), which does not exist")
         return Priority(group, pc, int(found.get("value", 0)))
 
-    async def _default_priority(self) -> Priority | None:
+    async def _default_priority(self, fresh: bool) -> Priority | None:
         """The cluster's globalDefault PriorityClass, which Kueue gives a job that names no
-        class; the list is read at most once a CLUSTER_READ_SECONDS."""
+        class; the list is read at most once a CLUSTER_READ_SECONDS, unless `fresh`."""
         now = self.clock()
         key = (kueue.POD_PRIORITY_GROUP, "priorityclasses", "")
         cached = self.cluster_reads.get(key)
-        if cached is None or now - cached[0] >= CLUSTER_READ_SECONDS:
+        if fresh or cached is None or now - cached[0] >= CLUSTER_READ_SECONDS:
             found = await asyncio.to_thread(
                 self.kube.list_cluster_objects, kueue.POD_PRIORITY_GROUP, "v1", "priorityclasses"
             )
@@ -170,11 +173,14 @@ class Workloads:
             self.version = await asyncio.to_thread(self.kube.workload_version)
         return self.version
 
-    async def _cluster_read(self, group: str, version: str, plural: str, name: str) -> Any:
-        """A cluster-scoped object, read at most once a CLUSTER_READ_SECONDS; None if absent."""
+    async def _cluster_read(
+        self, group: str, version: str, plural: str, name: str, fresh: bool = False
+    ) -> Any:
+        """A cluster-scoped object, read at most once a CLUSTER_READ_SECONDS (unless `fresh`);
+        None if absent."""
         now = self.clock()
         cached = self.cluster_reads.get((group, plural, name))
-        if cached is not None and now - cached[0] < CLUSTER_READ_SECONDS:
+        if not fresh and cached is not None and now - cached[0] < CLUSTER_READ_SECONDS:
             return cached[1]
         found = await asyncio.to_thread(self.kube.get_cluster_object, group, version, plural, name)
         self.cluster_reads[(group, plural, name)] = (now, found)

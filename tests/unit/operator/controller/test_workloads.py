@@ -69,28 +69,35 @@ class Kube:
 
 
 def test_a_job_naming_no_class_gets_the_global_default_read_once_a_while():
+    """Read afresh for a Workload about to be made (a class made a moment ago counts, as in
+    Kueue); for one that exists, at most once a CLUSTER_READ_SECONDS."""
     kube, now = Kube(), [0.0]
     wls = Workloads(kube, lambda: now[0], Queueing())  # type: ignore[arg-type]
     body = tfjob(name="mnist", replicas={"Worker": 1})
     body["metadata"]["labels"] = {kueue.QUEUE_LABEL: "team-a"}
     body["metadata"]["uid"] = "uid-1"
     view = JobView.from_body(body)
+    name = kueue.workload_name("mnist", "uid-1")
+    made = JobState()
+    made.workloads[name] = observe_workload({"metadata": {"name": name}})
 
-    def priority() -> Priority | None:
-        q = asyncio.run(wls.queue_view(JobState(), ("default", "mnist"), body, view))
+    def priority(job: JobState) -> Priority | None:
+        q = asyncio.run(wls.queue_view(job, ("default", "mnist"), body, view))
         assert q is not None
         return q.priority
 
-    assert priority() == Priority("scheduling.k8s.io", "normal", 10)
+    assert priority(made) == Priority("scheduling.k8s.io", "normal", 10)
     kube.classes = []
     now[0] += CLUSTER_READ_SECONDS / 2
-    assert priority() == Priority("scheduling.k8s.io", "normal", 10), "cached"
+    assert priority(made) == Priority("scheduling.k8s.io", "normal", 10), "cached"
+    assert priority(JobState()) is None, "read afresh for a Workload about to be made"
+    kube.classes = [pc("normal", 10, True)]
     now[0] += CLUSTER_READ_SECONDS
-    assert priority() is None
-    assert [c[0] for c in kube.calls] == ["list", "list"]
+    assert priority(made) == Priority("scheduling.k8s.io", "normal", 10)
+    assert [c[0] for c in kube.calls] == ["list", "list", "list"]
 
     body["metadata"]["labels"][kueue.PRIORITY_LABEL] = "urgent"
-    assert priority() == Priority(kueue.GROUP, "urgent", 7), "a named class is read instead"
+    assert priority(made) == Priority(kueue.GROUP, "urgent", 7), "a named class is read instead"
 
 
 def test_an_update_is_a_patch_of_the_workload_and_a_conflict_is_retried():
