@@ -54,12 +54,11 @@ def build() -> images.BuiltImage:
     trainer_tags = images.image_tags()["trainer"]
     with images._locked():
         trainer_id = images.build("trainer", trainer_tags)
-        stamp = images.images_dir() / f"{NAME}.stamp"
-        key = build_key(trainer_id)
-        stamped_key, _, stamped_id = (stamp.read_text() if stamp.exists() else "").partition(" ")
-        stamped_id = stamped_id.strip()
-        if stamped_key != key or images._podman_quiet_id(tag()) != stamped_id:
-            images._podman(
+        built = images.stamped_build(
+            NAME,
+            build_key(trainer_id),
+            tag(),
+            lambda: images._podman(
                 "build",
                 "--file", str(EXAMPLE / "Dockerfile"),
                 # The tag, not the ID: podman resolves it in its own storage, --pull=never.
@@ -71,13 +70,9 @@ def build() -> images.BuiltImage:
                 "--tag", tag(),
                 str(EXAMPLE),
                 log=images.images_dir() / "logs" / f"build-{NAME}.log",
-            )  # fmt: skip
-            built = images.image_id(tag())
-            stamp.write_text(f"{key} {built}\n")
-            if stamped_id and stamped_id != built:
-                images._drop_untagged(stamped_id)
-            stamped_id = built
-        return images.BuiltImage((tag(),), stamped_id, images.archive(stamped_id))
+            ),
+        )  # fmt: skip
+        return images.BuiltImage((tag(),), built, images.archive(built))
 
 
 def _main() -> int:

@@ -180,6 +180,23 @@ def build(target: str, tags: Sequence[str]) -> str:
         return built
 
 
+def stamped_build(name: str, key: str, tag: str, run_build: Callable[[], None]) -> str:
+    """An image built by `run_build` under `tag`, unless the stamp `<name>.stamp` says the same
+    `key` built the image the tag still names; returns its ID. A rebuild drops the image it
+    replaced. Call it holding the build lock (`_locked`)."""
+    stamp = images_dir() / f"{name}.stamp"
+    stamped_key, _, stamped_id = (stamp.read_text() if stamp.exists() else "").partition(" ")
+    stamped_id = stamped_id.strip()
+    if stamped_key == key and _podman_quiet_id(tag) == stamped_id:
+        return stamped_id
+    run_build()
+    built = image_id(tag)
+    stamp.write_text(f"{key} {built}\n")
+    if stamped_id and stamped_id != built:
+        _drop_untagged(stamped_id)
+    return built
+
+
 def archive(image: str) -> Path:
     """Save an image, with all its tags, to a docker-archive for `ctr images import`.
 

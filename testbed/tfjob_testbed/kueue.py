@@ -67,10 +67,8 @@ def build_image() -> images.BuiltImage:
         digest.update(CONTAINERFILE.encode())
         digest.update(hashlib.sha256(manager.read_bytes()).digest())
         key = digest.hexdigest()
-        stamp = images.images_dir() / "kueue.stamp"
-        stamped_key, _, stamped_id = (stamp.read_text() if stamp.exists() else "").partition(" ")
-        stamped_id = stamped_id.strip()
-        if stamped_key != key or images._podman_quiet_id(tag()) != stamped_id:
+
+        def run_build() -> None:
             with tempfile.TemporaryDirectory() as context:
                 (Path(context) / "manager").write_bytes(manager.read_bytes())
                 (Path(context) / "manager").chmod(0o755)
@@ -80,12 +78,9 @@ def build_image() -> images.BuiltImage:
                     "--network=none", *images.ULIMITS, "--tag", tag(), context,
                     log=images.images_dir() / "logs" / "build-kueue.log",
                 )  # fmt: skip
-            built = images.image_id(tag())
-            stamp.write_text(f"{key} {built}\n")
-            if stamped_id and stamped_id != built:
-                images._drop_untagged(stamped_id)
-            stamped_id = built
-        return images.BuiltImage((tag(),), stamped_id, images.archive(stamped_id))
+
+        built = images.stamped_build("kueue", key, tag(), run_build)
+        return images.BuiltImage((tag(),), built, images.archive(built))
 
 
 def configuration(extra: dict[str, Any] | None = None) -> dict[str, Any]:
