@@ -111,6 +111,10 @@ class Job:
         }
         if self.checkpoints:
             env["TFJOB_CHECKPOINT_DIR"] = str(self.checkpoint_dir)
+        # Where the task writes its termination message, as the kubelet's file is in a pod.
+        termination = self.termination_log(name)
+        termination.write_text("")
+        env["TFJOB_TERMINATION_LOG"] = str(termination)
         argv = [sys.executable, "-m", "tfjob_trainer", *self.args, *(extra or [])]
         if task_type in self.unmounted:
             self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
@@ -137,6 +141,10 @@ class Job:
             )
         self.procs[name] = Proc(name, popen, log)
         return self.procs[name]
+
+    def termination_log(self, name: str) -> Path:
+        """The termination message file of task `name` ("worker-1"), its latest run's."""
+        return self.workdir / f"{name}.termination"
 
     def start_all(self, extra: list[str] | None = None) -> None:
         for task_type, n in self.replicas.items():

@@ -1,8 +1,9 @@
 """`tfjob-trainer` / `python -m tfjob_trainer`: train as the task TF_CONFIG names.
 
 Exit codes: 0 when this task's work is done; 2 for a configuration that cannot work (one line
-says why, and the code is below 128 so the operator's ExitCode policy fails fast); anything
-else is a runtime failure.
+says why, and the code is below 128 so the operator's ExitCode policy fails fast); 201 when
+stopped on request (SIGTERM), after saving (`runtime.stopping`); 200 when a peer was lost;
+anything else is a runtime failure.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NoReturn
 
 from tfjob_protocol.local import ENV_LOCAL_PARENT
 from tfjob_protocol.result import Result
@@ -26,15 +26,17 @@ from tfjob_protocol.result import Result
 from . import STARTED, TaskFailed, UsageError, config, options
 from .output.result import line
 from .runtime.exits import EXIT_CONFIG, EXIT_PEER_LOST, exit_now
+from .runtime.stopping import STOP, leave
 from .strategies import registry
 
 log = logging.getLogger("tfjob_trainer")
 
 
 def main(argv: list[str] | None = None) -> int:
-    # Stopped (a pod deleted or scaled down): leave at once, as a signal's exit code says. As
-    # PID 1 of a container the trainer would otherwise ignore SIGTERM until SIGKILL.
-    signal.signal(signal.SIGTERM, _terminated)
+    # Stopped (a pod deleted or scaled down): leave at once until a training loop saves on a
+    # stop (`runtime.stopping`). As PID 1 of a container the trainer would otherwise ignore
+    # SIGTERM until SIGKILL.
+    STOP.arm()
     follow_local_parent()
     # Our own lines at INFO; TensorFlow's chatter only from WARNING up.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
@@ -95,12 +97,8 @@ def follow_local_parent() -> None:
     pr_set_pdeathsig = 1
     ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
     if os.getppid() != int(parent):  # it died before prctl took hold
-        _terminated(signal.SIGTERM, None)
-
-
-def _terminated(signum: int, frame: Any) -> NoReturn:
-    log.info("stopped by %s", signal.Signals(signum).name)
-    exit_now(128 + signum)
+        log.info("stopped: the local runner is gone")
+        leave(None)
 
 
 def check_evaluator(opts: options.Options, task: config.Task | None, strategy: str) -> None:

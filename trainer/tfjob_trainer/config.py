@@ -58,6 +58,15 @@ class Task:
         return self.type == "worker" and self.index == 0 and not self.has_chief
 
     @property
+    def chief_address(self) -> str | None:
+        """The address of the task that saves the job's state (the chief, or worker 0)."""
+        for t in CHIEF_TYPES:
+            if self.cluster.get(t):
+                return self.cluster[t][0]
+        workers = self.cluster.get("worker") or []
+        return workers[0] if workers else None
+
+    @property
     def trainers(self) -> list[tuple[str, int]]:
         """Every task that trains, as (type, index), chief first: the one order in which
         synchronous and between-graph training rank their replicas."""

@@ -138,6 +138,19 @@ def test_chief_rules():
     assert task({"master": ["m:1"], "worker": ["a:1"]}, "master").is_chief
 
 
+@pytest.mark.parametrize(
+    ("cluster", "address"),
+    [
+        ({"chief": ["c:1"], "ps": ["p:1"], "worker": ["a:1"]}, "c:1"),
+        ({"master": ["m:1"], "worker": ["a:1"]}, "m:1"),
+        ({"ps": ["p:1"], "worker": ["a:1", "b:1"]}, "a:1"),  # worker 0 is the chief
+        ({"ps": ["p:1"]}, None),
+    ],
+)
+def test_the_chief_a_stopping_server_waits_for(cluster, address):
+    assert task(cluster, "ps" if "ps" in cluster else "worker").chief_address == address
+
+
 MIXES = [
     ({RT.CHIEF: 1, RT.PS: 2, RT.WORKER: 3, RT.EVALUATOR: 1}, "parameter-server"),
     ({RT.PS: 1, RT.WORKER: 2}, "between-graph"),  # no chief to coordinate: the TF1 layout

@@ -2,8 +2,9 @@
 
 `tf.distribute.Server.join()` blocks inside TensorFlow, where Python never runs a signal
 handler, and in a container the trainer is PID 1, which the kernel gives no default action for
-SIGTERM: a deleted or scaled-down pod then waited out its whole grace period (30 s) before
-SIGKILL. Waiting in Python instead lets the SIGTERM handler of `__main__` end the task at once.
+SIGTERM: a deleted or scaled-down pod then waited out its whole grace period before SIGKILL.
+Waiting in Python instead lets the SIGTERM handler run, and the task then serves on only while
+its chief saves from it (`stopping.wait_for_chief`).
 
 The wait reads a pipe that Python's signal wakeup writes to. `signal.pause()` would not do:
 the kernel may deliver the signal to one of TensorFlow's threads, and then the main thread's
@@ -16,12 +17,18 @@ import os
 import signal
 from typing import Any, NoReturn
 
+from .stopping import STOP, wait_for_chief
 
-def serve_until_stopped(server: Any) -> NoReturn:
-    """Keep `server` (its threads do the work) until a signal's handler ends the process."""
+
+def serve_until_stopped(server: Any, chief: str | None) -> NoReturn:
+    """Keep `server` (its threads do the work) until SIGTERM, then until `chief` ("host:port",
+    the task that saves the variables this one holds; None: nobody) is gone."""
+    STOP.defer()
     wake, woken = os.pipe()
     os.set_blocking(woken, False)
     signal.set_wakeup_fd(woken)  # any thread's signal writes a byte here
     while server is not None:
         os.read(wake, 1)  # back in Python: the pending handler runs now
+        if STOP.requested:
+            wait_for_chief(chief)
     raise AssertionError("unreachable")

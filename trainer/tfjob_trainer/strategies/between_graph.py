@@ -40,6 +40,7 @@ from ..output import keras_export, result, summaries
 from ..output.progress import Progress
 from ..runtime import threads
 from ..runtime.serving import serve_until_stopped
+from ..runtime.stopping import STOP, leave, wait_for_chief
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ def run(opts: Options, files: Files | None, task: Task | None) -> Result | None:
     )
     if task.type == "ps":
         log.info("ps %d serving on %s", task.index, server.target)
-        serve_until_stopped(server)  # until the operator scales the ps down
+        serve_until_stopped(server, task.chief_address)  # the chief saves from it first
         return None
     if task.type not in TRAINER_TYPES:
         raise ValueError(f"between-graph has no part for a {task.type} task")
@@ -181,6 +182,8 @@ class _ExportHook(v1.train.SessionRunHook):  # type: ignore[misc]
         self.test_accuracy: float | None = None
 
     def end(self, session: v1.Session) -> None:
+        if STOP.requested:
+            return  # a stop: the checkpoint saver's `end` saves; the restart exports
         x_test, y_test = read_test(self.files)
         g, correct, values = self.graph, 0, []
         for i in range(0, len(x_test), TEST_BATCH):
@@ -346,7 +349,8 @@ def train(
             log.info("already trained to step %d; nothing to do", start)
         data = batches(files, opts.batch_size, seed=[rank, start])
         started = time.perf_counter()
-        while start < opts.steps and not sess.should_stop():
+        STOP.defer()  # asked to stop, the loop ends at this step; the chief's session saves it
+        while start < opts.steps and not sess.should_stop() and not STOP.requested:
             x, y = next(data)
             fetched = sess.run([g.step_after, g.loss, g.accuracy], {g.images: x, g.labels: y})
             last, current = current, int(fetched[0])
@@ -368,6 +372,8 @@ def train(
                 if details is not None:
                     details.write_protos(writer, current, lambda: _weights(sess, g))
         elapsed = time.perf_counter() - started
+    if STOP.requested:
+        stopped(task, opts)
     return result.trained(
         "between-graph-sync" if opts.sync else "between-graph",
         steps=current,
@@ -384,6 +390,18 @@ def train(
         replicas=len(replicas),
         local_steps=local_steps,
     )
+
+
+def stopped(task: Task, opts: Options) -> None:
+    """After a stop on request: the chief's session saved at its close, so it leaves naming
+    that step; another worker keeps its server up until the chief is gone (with `--sync`, the
+    chief's last step waits for the workers' gradients)."""
+    if not task.is_chief:
+        wait_for_chief(task.chief_address)
+    latest = tf.train.latest_checkpoint(str(opts.checkpoint_dir))
+    saved = int(latest.rsplit("-", 1)[1]) if latest else None
+    log.info("stopped at step %s, saved %s; a restart resumes from step %s", saved, latest, saved)
+    leave(saved)
 
 
 def _weights(sess: Any, g: _Graph) -> list[tuple[str, Any]]:

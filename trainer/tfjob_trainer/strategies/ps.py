@@ -31,6 +31,7 @@ from ..output.progress import Progress
 from ..runtime import memory, stall, threads
 from ..runtime.exits import EXIT_PEER_LOST, exit_now
 from ..runtime.serving import serve_until_stopped
+from ..runtime.stopping import STOP, leave
 
 log = logging.getLogger(__name__)
 _HELD: list[Any] = []  # the coordinator's objects, alive until the process exits
@@ -52,7 +53,8 @@ def run(opts: Options, files: Files | None, task: Task | None) -> Result | None:
             start=True,
         )
         log.info("%s %d serving on %s", task.type, task.index, server.target)
-        serve_until_stopped(server)
+        # Asked to stop, it serves on while the chief saves the variables it holds.
+        serve_until_stopped(server, task.chief_address)
         return None
     assert files is not None or not opts.builtin_input
     _wait_listening(task, opts.peer_timeout)
@@ -220,6 +222,10 @@ def coordinate(
     final = settle(step, scheduled)
     if not ckpts.latest.endswith(f"-{final}"):  # not saved at this step by the loop
         save_checkpoint(ckpts)
+    if scheduled < opts.steps:  # stopped on request, every closure joined and saved
+        log.info("stopped at step %d, saved %s; a restart resumes from step %d",
+                 final, ckpts.latest, final)  # fmt: skip
+        leave(final)
     if start_step >= opts.steps:
         log.info("already trained to step %d; nothing to do", start_step)
     trained = final - start_step
@@ -291,14 +297,16 @@ def schedule_steps(
     scheduled: int,
     watchdog: stall.Watchdog | None,
 ) -> tuple[int, float, dict[str, float], float]:
-    """Schedule closures from step `scheduled` to `opts.steps`, fetch a report at each log
-    boundary, join and save at each checkpoint boundary, then join the last ones; (the steps
-    scheduled, the last loss and metrics fetched, the seconds it took)."""
+    """Schedule closures from step `scheduled` to `opts.steps` (or until a stop is asked for),
+    fetch a report at each log boundary, join and save at each checkpoint boundary, then join
+    the last ones; (the steps scheduled, the last loss and metrics fetched, the seconds it
+    took)."""
     loss, metrics = 0.0, {n: 0.0 for n in t.metrics.names}
     started = time.perf_counter()
     if watchdog is not None:
         watchdog.start()
-    while scheduled < opts.steps:
+    STOP.defer()  # the parameter servers and workers serve on until this task has saved
+    while scheduled < opts.steps and not STOP.requested:
         n = min(opts.per_call(one_device=False), opts.steps - scheduled)
         remote = coordinator.schedule(train_steps, args=(iterator, n))
         if watchdog is not None:

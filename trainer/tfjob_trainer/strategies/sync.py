@@ -25,6 +25,7 @@ from ..options import Options
 from ..output import keras_export, result, summaries
 from ..output.checkpoints import Checkpoints
 from ..output.progress import Progress
+from ..runtime.stopping import STOP, leave
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,7 @@ def multi_worker(opts: Options, files: Files | None, task: Task | None) -> Resul
             is_chief=task.is_chief,
             name="multi-worker-mirrored",
             seed=task.rank,  # each trainer's batches of its own
+            agree=True,
         )
     except PEER_ERRORS as e:
         raise TaskFailed(
@@ -146,8 +148,10 @@ def train(
     name: str,
     single: bool = False,
     seed: int = 0,
+    agree: bool = False,
 ) -> Result:
-    """The loop of steps every synchronous strategy runs; `single`: one device, no replicas."""
+    """The loop of steps every synchronous strategy runs; `single`: one device, no replicas;
+    `agree`: several processes, which must stop at one step (`Agreement`)."""
     global_batch = opts.batch_size * strategy.num_replicas_in_sync
     with strategy.scope():
         t = trainable.prepare(opts, files)
@@ -172,9 +176,26 @@ def train(
         details=summaries.details(opts, files) if is_chief else None,
         weights=lambda: model.trainable_variables,
     )
+    stop = Agreement(strategy) if agree else None
     current, loss, metrics, elapsed = run_steps(
-        train_steps, opts, t, ckpts, progress, start_step, is_chief=is_chief, single=single
+        train_steps,
+        opts,
+        t,
+        ckpts,
+        progress,
+        start_step,
+        is_chief=is_chief,
+        single=single,
+        stop=stop,
     )
+    if current < opts.steps:  # stopped on request, saved at `current` by every worker
+        log.info(
+            "stopped at step %d, saved %s; a restart resumes from step %d",
+            current,
+            ckpts.latest,
+            current,
+        )
+        leave(current)
     if start_step >= opts.steps:
         log.info("already trained to step %d; nothing to do", start_step)
     export_path = keras_export.save(model, opts.export_dir if is_chief else save_dir / "export")
@@ -248,6 +269,34 @@ def steps_function(
     return compiled
 
 
+class Agreement:
+    """Whether any worker was asked to stop, agreed by every worker at the same step: saving is
+    collective, so all must save at one step or none can.
+
+    Each worker's flag (its own SIGTERM) is summed over the workers between calls of the
+    training function, one scalar all-reduce per call, so every worker leaves the loop after
+    the same call. TensorFlow's `PreemptionCheckpointHandler` agrees through the coordination
+    service instead, but it counts and checkpoints its own run counter, restores at its
+    construction and saves other workers' copies where it chooses; the trainer's step counter,
+    checkpoint names and restore order stay as they are with this one reduction.
+    """
+
+    def __init__(self, strategy: tf.distribute.Strategy) -> None:
+        self.flag = tf.Variable(0.0, trainable=False)  # this worker's, not mirrored
+
+        @tf.function  # type: ignore[untyped-decorator]  # TensorFlow has no annotations
+        def summed() -> tf.Tensor:
+            per_replica = strategy.run(lambda: tf.identity(self.flag))
+            return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+        self.summed = summed
+
+    def agreed(self) -> bool:
+        if STOP.requested:
+            self.flag.assign(1.0)
+        return float(self.summed()) > 0
+
+
 def run_steps(
     train_steps: Callable[[tf.Tensor], StepOut],
     opts: Options,
@@ -258,12 +307,20 @@ def run_steps(
     *,
     is_chief: bool,
     single: bool,
+    stop: Agreement | None = None,
 ) -> tuple[int, float, dict[str, float], float]:
     """Train from step `current` to `opts.steps`, a call never past a log or checkpoint
-    boundary; (the step reached, the last loss and metrics logged, the seconds it took)."""
+    boundary, or until a stop is asked for, then save; (the step reached, the last loss and
+    metrics logged, the seconds it took). `stop`: where several processes agree on the stop;
+    without it, this process's own SIGTERM decides."""
     loss, metrics = 0.0, {n: 0.0 for n in t.metrics.names}
     started = time.perf_counter()
+    STOP.defer()
     while current < opts.steps:
+        if stop.agreed() if stop is not None else STOP.requested:
+            if not ckpts.latest.endswith(f"-{current}"):
+                ckpts.save()  # collective under MultiWorkerMirrored: every worker, this step
+            break
         n = min(
             opts.per_call(one_device=single),
             opts.steps - current,

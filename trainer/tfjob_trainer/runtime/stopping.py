@@ -1,0 +1,119 @@
+"""A stop on request: SIGTERM (a pod deleted, drained, preempted, suspended or scaled down)
+ends a task only once the job's state is saved, at the step it is on.
+
+Until a training loop says it saves (`STOP.defer()`), SIGTERM ends the task at once: nothing
+of this task's is lost. Afterwards the handler only sets a flag; the loop reads it at its next
+step boundary, saves, and calls `leave(step)`. Serving tasks (parameter servers, and the
+workers of a parameter-server job) keep serving until the chief, which saves from them, is
+gone, or until the pod's grace period nearly ends (`ENV_GRACE_PERIOD`).
+
+Every exit on request has code `EXIT_STOPPED` and a termination message naming the step saved,
+which the operator reads: no failure under any restart policy.
+
+The handler is installed again where a strategy starts: TensorFlow's coordination service
+(MultiWorkerMirroredStrategy) puts a C handler of its own in place of Python's, and then SIGTERM
+reached no Python code at all.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any, NoReturn
+
+from tfjob_protocol import stop as protocol
+
+from .exits import exit_now
+
+log = logging.getLogger("tfjob_trainer")
+
+# Leave this much of the grace period for the exit itself and the kubelet's bookkeeping.
+GRACE_MARGIN_SECS = 3.0
+POLL_SECS = 0.2
+
+
+class StopRequest:
+    """SIGTERM, as this process saw it: when, and whether a loop will save before leaving."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.at: float | None = None  # time.monotonic() at the signal
+        self.saving = False
+
+    def arm(self) -> None:
+        """Install the handler (again: see the module's docstring)."""
+        signal.signal(signal.SIGTERM, self._handler)
+
+    def defer(self) -> None:
+        """From now on SIGTERM only asks: the caller checks `requested` at step boundaries."""
+        self.saving = True
+        self.arm()
+
+    @property
+    def requested(self) -> bool:
+        return self.event.is_set()
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if self.at is None:
+            self.at = time.monotonic()
+        self.event.set()
+        if not self.saving:
+            log.info("stopped by %s", signal.Signals(signum).name)
+            leave(None)
+        log.info("stopped by %s: saving at the next step boundary", signal.Signals(signum).name)
+
+    def deadline(self) -> float | None:
+        """When a task waiting for its chief must leave (time.monotonic()); None: no grace
+        period known, wait until SIGKILL."""
+        grace = os.environ.get(protocol.ENV_GRACE_PERIOD, "")
+        if self.at is None or not grace.isdigit():
+            return None
+        return self.at + max(int(grace) - GRACE_MARGIN_SECS, 0.0)
+
+
+STOP = StopRequest()
+
+
+def leave(step: int | None) -> NoReturn:
+    """Exit as stopped on request; `step`: the step saved (None: this task saves nothing)."""
+    _write_termination_message(protocol.message(step))
+    exit_now(protocol.EXIT_STOPPED)
+
+
+def _write_termination_message(text: str) -> None:
+    """Into the container's termination log, where Kubernetes reads it, if there is one: never
+    create a file under /dev of a machine outside a container."""
+    path = Path(os.environ.get("TFJOB_TERMINATION_LOG", protocol.TERMINATION_LOG))
+    if not path.exists():
+        return
+    try:
+        path.write_text(text)
+    except OSError as e:
+        log.warning("cannot write the termination message to %s: %s", path, e)
+
+
+def wait_for_chief(chief: str | None) -> NoReturn:
+    """A serving task asked to stop: serve on until `chief` ("host:port") no longer accepts
+    connections (it saved from this task and left, or it is not there), or the grace period
+    nearly ends; then leave."""
+    deadline = STOP.deadline()
+    while chief is not None and _accepts(chief):
+        if deadline is not None and time.monotonic() >= deadline:
+            log.warning("the chief is still up as the grace period ends; leaving")
+            break
+        time.sleep(POLL_SECS)
+    leave(None)
+
+
+def _accepts(address: str) -> bool:
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=1):
+            return True
+    except OSError:
+        return False
