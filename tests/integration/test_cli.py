@@ -111,6 +111,29 @@ def test_kubeflow_jobs_by_their_group(kubeconfig, kf_job, ns, tmp_path):
     assert "tfjobs.kubeflow.org/kf deleted" in done.stdout, done.stderr
 
 
+def test_scale_patches_the_replicas_in_either_group(kubeconfig, job, kf_job, ns):
+    """`tfjob scale`: the job's Worker (and PS) replicas; the StatefulSets follow. What it cannot
+    scale is one line. (A running job's restart: test_resize.py.)"""
+    one_line_error(
+        tfjob_cli(kubeconfig, "scale", "nope", "--workers", "2", "-n", ns), 1, "not found"
+    )
+    job.create(tfjob(name="chiefly", replicas={"Chief": 1}))
+    one_line_error(
+        tfjob_cli(kubeconfig, "scale", "chiefly", "--workers", "2", "-n", ns),
+        2,
+        f"TFJob {ns}/chiefly has no Worker replicas to scale",
+    )
+    body = tfjob(name="kf", replicas={"PS": 1, "Worker": 1})
+    body["apiVersion"] = "kubeflow.org/v1"
+    kf_job.create(body)
+    kf = ("--api-group", "kubeflow.org")
+    done = tfjob_cli(kubeconfig, "scale", "kf", "--workers", "3", "--ps", "2", "-n", ns, *kf)
+    assert "tfjobs.kubeflow.org/kf scaled: Worker 1 → 3, PS 1 → 2" in done.stdout, done.stderr
+    assert kf_job.wait_replicas("kf", {"kf-ps": 2, "kf-worker": 3})
+    # Without --api-group: tfjob.dev, which has no such job.
+    one_line_error(tfjob_cli(kubeconfig, "scale", "kf", "--workers", "2", "-n", ns), 1, "not found")
+
+
 @pytest.mark.parametrize(("exit_code", "want"), [(0, 0), (3, 1)])
 def test_submit_follow_prints_transitions_and_the_summary_and_exits_with_the_result(
     kubeconfig, job, kubelet, ns, tmp_path, exit_code, want

@@ -9,6 +9,7 @@ so does Kueue's built-in TFJob integration (tests/node/test_kueue_kubeflow.py).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -206,12 +207,24 @@ def test_a_katib_trial_with_a_metrics_sidecar_in_the_chief(kf_job, kubelet):
     assert katib_reads(status, "Succeeded") and not katib_reads(status, "Failed")
 
 
-def test_a_kubeflow_field_not_acted_on_is_said(kf_job):
-    name = kf_job.create(kf_tfjob("dynamic", {"Worker": 1}, enableDynamicWorker=True))
-    (event,) = kf_job.wait_event(name, st.Reason.SPEC_ADJUSTED)
-    assert "spec.enableDynamicWorker" in event[2]
+def test_enable_dynamic_worker_gives_each_worker_a_sparse_tf_config(kf_job):
+    """Kubeflow's sparse cluster spec: a worker's TF_CONFIG names every PS and itself only,
+    with its own index and address filled in by Kubernetes, keys included."""
+    body = kf_tfjob("dynamic", {"PS": 1, "Worker": 2}, enableDynamicWorker=True)
+    name = kf_job.create(body)
+    sets = wait_for(lambda: len(s := kf_job.statefulsets(name)) == 2 and s, CHILD_WAIT, "2 sets")
+    env = sets[f"{name}-worker"].spec.template.spec.containers[0].env
+    template = next(e.value for e in env if e.name == "TF_CONFIG")
+    expanded = json.loads(template.replace("$(TFJOB_TASK_INDEX)", "1"))
+
+    def address(rt: str, i: int) -> str:
+        return f"{name}-{rt}-{i}.{name}-{rt}.{kf_job.ns}.svc.cluster.local:2222"
+
+    assert expanded["cluster"] == {"ps": [address("ps", 0)], "worker": {"1": address("worker", 1)}}
     assert kf_job.get(name)["spec"]["enableDynamicWorker"] is True, "kept, not pruned"
     assert kf_job.get(name)["spec"]["runPolicy"] == {}, "defaulted for Kubeflow's SDK"
+    kf_job.wait_condition(name, st.Cond.CREATED)
+    assert not [e for e in kf_job.events(name) if e[1] == st.Reason.SPEC_ADJUSTED]
 
 
 def test_our_extensions_work_in_kubeflows_group(kf_job):

@@ -159,6 +159,8 @@ class SchedulingPolicy(_Model):
 # before; a node gone longer holds back every other replica of the job (docs/lifecycle.md
 # argues it).
 NODE_LOST_TIMEOUT_SECONDS = 120
+# Kubernetes' own 30 s is short for a chief to save a large model on a stop (docs/lifecycle.md).
+TERMINATION_GRACE_PERIOD_SECONDS = 120
 
 
 class RunPolicy(_Model):
@@ -205,6 +207,16 @@ class RunPolicy(_Model):
             "A pod whose node stopped answering is deleted after this many seconds, so that "
             "its StatefulSet makes it again on another node; each counts as a failure restart. "
             f"0: wait for the node. Default: {NODE_LOST_TIMEOUT_SECONDS}."
+        ),
+    )
+    termination_grace_period_seconds: int | None = Field(
+        None,
+        alias="terminationGracePeriodSeconds",
+        ge=1,
+        description=(
+            "The pods' terminationGracePeriodSeconds, unless their template sets its own: the "
+            "time a chief has to save a checkpoint when it is stopped (suspend, eviction, "
+            f"drain, preemption, resize). Default: {TERMINATION_GRACE_PERIOD_SECONDS}."
         ),
     )
     managed_by: str | None = Field(
@@ -334,7 +346,13 @@ class TFJobSpec(_Model):
     enable_dynamic_worker: bool | None = Field(
         None,
         alias="enableDynamicWorker",
-        description="Accepted as Kubeflow has it; not acted on (true gets a SpecAdjusted warning).",
+        description=(
+            "true: each task's TF_CONFIG lists only the tasks it talks to (Kubeflow's sparse "
+            "cluster spec): a PS itself; a worker every PS and itself, as "
+            '{"<index>": "<address>"}; the chief every PS and worker; the evaluator itself and '
+            "the chief. A change of Worker.replicas then restarts the chief alone (TensorFlow's "
+            "coordinator takes in no new worker while it runs), not every PS and worker."
+        ),
     )
     checkpoint: CheckpointSpec | None = Field(
         None, description="A checkpoint volume mounted into every pod that trains."
@@ -413,6 +431,19 @@ class PodTerminations(_Model):
     lost: bool = Field(False, description="Lost with its node: its restart is counted.")
 
 
+class LastStop(_Model):
+    cause: str = Field(
+        ...,
+        description="Suspended, Evicted or Resized (the operator's), Disrupted or PodDeleted "
+        "(the cluster's), ContainerStopped (the container alone).",
+    )
+    message: str = Field("", description="What stopped it, for people.")
+    time: str = Field(..., description="When the stop began.")
+    saved_step: int | None = Field(
+        None, alias="savedStep", description="The step saved on the way out: the job resumes there."
+    )
+
+
 class TensorBoardStatus(_Model):
     service: str = Field(..., description="The Service, port 6006.")
     url: str = Field(..., description="Its address inside the cluster.")
@@ -458,6 +489,12 @@ class TFJobStatus(_Model):
         default_factory=dict,
         description="Pods that cannot start and why, e.g. ImagePullBackOff or Unschedulable "
         "with Kubernetes' message; a pod leaves it once it runs.",
+    )
+    last_stop: LastStop | None = Field(
+        None,
+        alias="lastStop",
+        description="The latest stop on request (pods stopped, not failed): its cause, and the "
+        "step saved, once known.",
     )
 
 
@@ -511,11 +548,6 @@ def validate_semantics(spec: TFJobSpec) -> list[str]:
             problems.append(
                 f"{path}.{key}: unknown replica type; valid types are {', '.join(sorted(known))}"
             )
-    if spec.enable_dynamic_worker:
-        spec.warnings.append(
-            "spec.enableDynamicWorker: workers are not added or removed while a job runs "
-            "(TensorFlow's elastic training is not supported); the field is not acted on"
-        )
     template_problems = _read_templates(spec)
     if template_problems:
         return problems + template_problems

@@ -138,11 +138,15 @@ class Runner:
                 if "value" in e and e["name"] not in OPERATOR_ENV
             }
             for i in range(rs.replicas):
+                view: tfconfig.Cluster = cluster
+                if spec.enable_dynamic_worker:
+                    own = f"127.0.0.1:{ports[rt][i]}"
+                    view = tfconfig.sparse_cluster(cluster, rt, str(i), own)
                 env = {
                     **os.environ,
                     **user_env,
                     tfconfig.ENV_TASK_INDEX: str(i),
-                    tfconfig.ENV_TF_CONFIG: tfconfig.tf_config(cluster, rt, i),
+                    tfconfig.ENV_TF_CONFIG: tfconfig.tf_config(view, rt, i),
                     ENV_JOB_NAME: job.name,
                     ENV_REPLICA_TYPE: rt.task_type,
                     ENV_LOCAL_PARENT: str(os.getpid()),

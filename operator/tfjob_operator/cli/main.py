@@ -19,7 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tfjob",
         description="Work with TFJobs: run one on this machine, or on a cluster through "
-        "$KUBECONFIG (submit, logs, get, tensorboard, delete).",
+        "$KUBECONFIG (submit, logs, get, scale, tensorboard, delete).",
     )
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser(
@@ -89,8 +89,27 @@ def _cluster_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     board.add_argument("name")
     board.add_argument("--port", type=int, default=6006, help="local port (0: any free one)")
+    scale = sub.add_parser(
+        "scale",
+        parents=[where],
+        help="change a job's Worker (and PS) replicas; its tasks restart with the new cluster",
+    )
+    scale.add_argument("name")
+    scale.add_argument("--workers", type=_count, required=True, help="Worker replicas")
+    scale.add_argument("--ps", type=_count, help="PS replicas (default: as they are)")
     delete = sub.add_parser("delete", parents=[where], help="delete a TFJob and all it owns")
     delete.add_argument("name")
+
+
+def _count(text: str) -> int:
+    """A replica count: a whole number, 0 or more."""
+    try:
+        count = int(text)
+    except ValueError:
+        count = -1
+    if count < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a replica count (0, 1, 2, ...)")
+    return count
 
 
 def run_cluster_command(args: argparse.Namespace) -> int:
@@ -99,6 +118,7 @@ def run_cluster_command(args: argparse.Namespace) -> int:
     from tfjob_operator.cli.delete import delete
     from tfjob_operator.cli.get import get
     from tfjob_operator.cli.logs import logs
+    from tfjob_operator.cli.scale import scale
     from tfjob_operator.cli.submit import submit
     from tfjob_operator.cli.tensorboard import tensorboard
 
@@ -113,6 +133,8 @@ def run_cluster_command(args: argparse.Namespace) -> int:
             return get(cluster, args.name, args.all_namespaces, out)
         if args.command == "tensorboard":
             return tensorboard(cluster, args.name, args.port, out)
+        if args.command == "scale":
+            return scale(cluster, args.name, args.workers, args.ps, out)
         return delete(cluster, args.name, out)
     except CliError as e:
         print(f"tfjob: {e}", file=sys.stderr)

@@ -26,10 +26,15 @@ log = logging.getLogger(__name__)
 COUNTS_DELAY_SECONDS = 1.0
 
 
-def apply_children(kube: Kube, children: list[dict[str, Any]]) -> None:
-    """Server-side apply each child (in a thread: the client blocks)."""
+def apply_children(kube: Kube, children: list[dict[str, Any]]) -> dict[str, int]:
+    """Server-side apply each child (in a thread: the client blocks); each StatefulSet's
+    generation as applied, by name."""
+    generations = {}
     for child in children:
-        kube.apply(child)
+        generation = kube.apply(child)
+        if generation is not None:
+            generations[child["metadata"]["name"]] = generation
+    return generations
 
 
 def converge(kube: Kube, namespace: str, decision: Decision) -> None:
@@ -49,6 +54,24 @@ async def label_pods(kube: Kube, job: JobState, namespace: str, decision: Decisi
             job.labelled.add(uid)
     # Kept while the index still shows a pod without them (its event is on the way).
     job.labelled &= {uid for _, uid, _ in decision.label_pods}
+
+
+async def restart_pods(kube: Kube, job: JobState, namespace: str, decision: Decision) -> None:
+    """Delete the pods of a restart (`lifecycle.restart`), all at once: each gets SIGTERM at
+    the same moment. A pod asked for before is not asked again, while the watch has not shown
+    its deletion yet."""
+    pods = [(name, uid) for name, uid in decision.restart_pods if uid not in job.restarted]
+    if pods:
+        log.info(
+            "%s: restarting %d pods for their new template: %s",
+            namespace,
+            len(pods),
+            " ".join(name for name, _ in pods),
+        )
+        await asyncio.gather(
+            *(asyncio.to_thread(kube.delete_pod, namespace, name, uid) for name, uid in pods)
+        )
+    job.restarted = {uid for _, uid in decision.restart_pods}
 
 
 def counts_wait(job: JobState, decision: Decision, clock: Callable[[], float]) -> float | None:

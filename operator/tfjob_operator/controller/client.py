@@ -6,6 +6,7 @@ desired objects twice changes nothing, and a conflict with another writer cannot
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -36,7 +37,8 @@ WRITES = {
     ("", "persistentvolumeclaims", "create"),
     # Each pod's own Kubeflow labels (replica index, master role), once per pod.
     ("", "pods", "patch"),
-    # A pod whose node stopped answering, past runPolicy.nodeLostTimeoutSeconds.
+    # A pod whose node stopped answering, past runPolicy.nodeLostTimeoutSeconds; the pods of
+    # an old template revision, all at once (`lifecycle.restart`).
     ("", "pods", "delete"),
     # Gang scheduling (--gang-scheduler): the job's PodGroup, server-side applied.
     *(
@@ -160,17 +162,43 @@ class Kube:
         if not self.may_write():
             raise NotLeader("this replica does not hold the leader Lease")
 
-    def apply(self, manifest: dict[str, Any]) -> None:
-        """Server-side apply one child; creates it when missing."""
+    def apply(self, manifest: dict[str, Any]) -> int | None:
+        """Server-side apply one child; creates it when missing. A StatefulSet's generation
+        as applied (None for other kinds)."""
         self._fence()
         meta = manifest["metadata"]
         if manifest["kind"] == "PersistentVolumeClaim":
             self._create_claim(manifest)
-            return
+            return None
         if manifest["kind"] == "PodGroup":
             self._apply_pod_group(manifest)
-            return
-        _send(
+            return None
+        try:
+            data = self._apply_one(manifest)
+        except kubernetes.client.ApiException as e:
+            if manifest["kind"] != "StatefulSet" or not _leaves_rolling_update(e):
+                raise
+            # Made by an operator before this one, its updateStrategy a RollingUpdate with
+            # the rollingUpdate Kubernetes defaulted, which no apply of ours owns or can drop:
+            # `OnDelete` is refused beside it. A merge patch drops it, once per StatefulSet.
+            log.info("%s/%s: its updateStrategy becomes OnDelete", meta["namespace"], meta["name"])
+            _send(
+                self.apps.patch_namespaced_stateful_set,
+                meta["name"],
+                meta["namespace"],
+                {"spec": {"updateStrategy": {"type": "OnDelete", "rollingUpdate": None}}},
+                field_manager=naming.FIELD_MANAGER,
+                _content_type=MERGE,
+            )
+            data = self._apply_one(manifest)
+        if manifest["kind"] != "StatefulSet" or not data:
+            return None
+        generation = json.loads(data).get("metadata", {}).get("generation")
+        return int(generation) if generation is not None else None
+
+    def _apply_one(self, manifest: dict[str, Any]) -> bytes | None:
+        meta = manifest["metadata"]
+        return _send(
             self._apply[manifest["kind"]],
             meta["name"],
             meta["namespace"],
@@ -258,6 +286,16 @@ class Kube:
         self._fence()
         body = kubernetes.client.V1DeleteOptions(
             grace_period_seconds=0, preconditions=kubernetes.client.V1Preconditions(uid=uid)
+        )
+        # 404, 409: gone, or replaced by a pod of the same name.
+        _send(self.core.delete_namespaced_pod, name, namespace, body=body, unless=(404, 409))
+
+    def delete_pod(self, namespace: str, name: str, uid: str) -> None:
+        """Delete one pod gracefully: its containers get SIGTERM, then their grace period. The
+        uid makes it that pod, never its successor."""
+        self._fence()
+        body = kubernetes.client.V1DeleteOptions(
+            preconditions=kubernetes.client.V1Preconditions(uid=uid)
         )
         # 404, 409: gone, or replaced by a pod of the same name.
         _send(self.core.delete_namespaced_pod, name, namespace, body=body, unless=(404, 409))
@@ -423,15 +461,29 @@ class Kube:
 
 def _send(
     call: Callable[..., Any], *args: Any, unless: tuple[int, ...] = (), **kwargs: Any
-) -> None:
-    """One write whose response we do not need: it is read raw (no client models, which saves
-    CPU) so the connection goes back to the pool. An error of a status in `unless` means done."""
+) -> bytes | None:
+    """One write, its response read raw (no client models, which saves CPU) so the connection
+    goes back to the pool: its body, or None when it failed with a status in `unless`, which
+    means done."""
     try:
         response = call(*args, _preload_content=False, **kwargs)
-        response.data  # noqa: B018
+        return cast(bytes, response.data)
     except kubernetes.client.ApiException as e:
         if e.status not in unless:
             raise
+        return None
+
+
+def _leaves_rolling_update(e: kubernetes.client.ApiException) -> bool:
+    """Whether the API server refused a StatefulSet for the rollingUpdate left beside a new
+    updateStrategy type (`details.causes[].field`)."""
+    if e.status != 422:
+        return False
+    try:
+        causes = (json.loads(e.body or "{}").get("details") or {}).get("causes") or []
+    except (ValueError, AttributeError):
+        return False
+    return any(c.get("field") == "spec.updateStrategy.rollingUpdate" for c in causes)
 
 
 def newest_messages(

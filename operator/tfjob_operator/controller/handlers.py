@@ -282,6 +282,8 @@ async def owned_event(
     key, deleted = (namespace, job), type == "DELETED"
     if deleted and resource.plural != "pods" and _leading(memo):
         memo.reconciler.forget_children(key)  # a standby has applied nothing to forget
+    if deleted and resource.plural == "pods" and _leading(memo):
+        memo.reconciler.pod_deleted(key, dict(kwargs["body"]))  # what a stopped pod said
     index = kwargs.get(OBSERVED.get(resource.plural, ""))
     observation = (
         None if index is None else next((o for o in index.get(key, ()) if o.uid == uid), None)

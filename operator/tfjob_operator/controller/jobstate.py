@@ -10,6 +10,7 @@ from typing import Any
 from tfjob_operator.rules.kueue.admission import WorkloadObservation
 from tfjob_operator.rules.kueue.queue import QueueView
 from tfjob_operator.rules.lifecycle import JobView
+from tfjob_operator.rules.pods import PodObservation
 
 JobKey = tuple[str, str]  # (namespace, name)
 
@@ -50,6 +51,9 @@ class JobState:
     # A digest of the children last applied, so unchanged children are not re-sent on every
     # pod event (the digest, not the children's JSON: kilobytes a job).
     applied: bytes | None = None
+    # Each StatefulSet's generation as that apply left it, by name: a view of the
+    # StatefulSets older than these predates it (`lifecycle.restart`).
+    generations: dict[str, int] = field(default_factory=dict)
     # Bumped by `forget_children`: an apply under way when a child goes records no digest, since
     # what it applied may predate the deletion.
     forgotten: int = 0
@@ -64,6 +68,8 @@ class JobState:
     written_state: str | None = None
     # Pods (by uid) whose own Kubeflow labels were patched in: each once.
     labelled: set[str] = field(default_factory=set)
+    # Pods (by uid) deleted for a restart, while the watch may still show them undeleted.
+    restarted: set[str] = field(default_factory=set)
     # The other controller runPolicy.managedBy names, once its Event is posted ("": none).
     managed_by: str = ""
     # The queue label patched in (--kueue-manage-all), and the KueueTookOverChild Event
@@ -74,3 +80,7 @@ class JobState:
     # in Kueue as last decided on.
     workloads: dict[str, WorkloadObservation] = field(default_factory=dict)
     queue: QueueView | None = None
+    # Pods deleted since the last reconcile whose end was a stop on request, by uid, as the
+    # watch showed them last: their exit and termination message (the step saved) go with
+    # them, often before any reconcile sees them.
+    departed: dict[str, PodObservation] = field(default_factory=dict)

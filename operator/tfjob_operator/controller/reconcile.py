@@ -30,6 +30,7 @@ from tfjob_operator.controller.apply import (
     counts_wait,
     label_pods,
     post_events,
+    restart_pods,
     write_status,
 )
 from tfjob_operator.controller.client import Kube, MissingAPI, NotLeader
@@ -41,7 +42,7 @@ from tfjob_operator.rules import handover
 from tfjob_operator.rules.gang import Gang
 from tfjob_operator.rules.kueue.queue import Queueing, queue_label_patch
 from tfjob_operator.rules.lifecycle import Decision, JobView, decide
-from tfjob_operator.rules.pods import PodObservation
+from tfjob_operator.rules.pods import PodObservation, observe
 from tfjob_operator.rules.statefulsets import StatefulSetObservation
 
 log = logging.getLogger(__name__)
@@ -139,6 +140,13 @@ class Reconciler:
         if job is not None:
             job.applied = None
             job.forgotten += 1
+
+    def pod_deleted(self, key: JobKey, body: dict[str, Any]) -> None:
+        """Keep the last state of a deleted pod that ended in a stop on request, for the next
+        reconcile: the watch may fold its exit into the deletion, which leaves no trace."""
+        pod = observe(body)
+        if pod is not None and any(e.stopped for e in pod.known_exits()):
+            self._job(key).departed[pod.uid] = pod
 
     def workload_seen(self, key: JobKey, body: dict[str, Any], deleted: bool) -> bool:
         """Keep what a Workload event says; True when it is news for its job."""
@@ -241,6 +249,7 @@ class Reconciler:
             error=message[:500],
             gang=self.gang,
             queue=self._job(key).queue,
+            applied=self._job(key).generations,
         )
         try:
             await write_status(self.kube, self._job(key), key, body, decision)
@@ -258,6 +267,7 @@ class Reconciler:
         sets: list[StatefulSetObservation] = list(self.statefulsets.get(key, []))
         view, now = self._view(key, body), datetime.now(UTC)
         job = self._job(key)
+        departed = list(job.departed.values())
         await self._kueue_ownership(key, body, job, sets, observed)
         queue = await self.workloads.queue_view(job, key, body, view)
         failures, recheck = await self.failed_creates.check(job, key, view, observed, sets)
@@ -270,6 +280,8 @@ class Reconciler:
             create_failures=failures,
             gang=self.gang,
             queue=queue,
+            departed=departed,
+            applied=job.generations,
         )
 
         def refused(problem: str) -> Decision:
@@ -282,6 +294,7 @@ class Reconciler:
                 statefulsets=sets,
                 gang=self.gang,
                 queue=queue,
+                departed=departed,
             )
 
         decision = await self._apply_children(job, decision, refused)
@@ -292,11 +305,16 @@ class Reconciler:
         counts_delay = counts_wait(job, decision, self.clock)
         if counts_delay is None:
             await write_status(self.kube, job, key, body, decision)
+        # Their news is written now (a patch of counts alone, which may wait, holds none).
+        for said in departed:
+            job.departed.pop(said.uid, None)
         # After the status write that counts their restarts: a crash in between deletes them at
         # the next reconcile, and counts nothing twice.
         for pod, uid in decision.delete_pods:
             log.info("%s/%s: deleting pod %s: its node stopped answering", *key, pod)
             await asyncio.to_thread(self.kube.force_delete_pod, key[0], pod, uid)
+        # After the status write that records why they stop (`status.lastStop`).
+        await restart_pods(self.kube, job, key[0], decision)
         conflict = None
         if decision.workload is not None and queue is not None:
             conflict = await self.workloads.apply(job, key, queue.version, decision.workload)
@@ -325,7 +343,7 @@ class Reconciler:
             return decision
         forgotten = job.forgotten
         try:
-            await asyncio.to_thread(apply_children, self.kube, decision.children)
+            job.generations = await asyncio.to_thread(apply_children, self.kube, decision.children)
         except kubernetes.client.ApiException as e:
             if not is_terminal(e):
                 raise

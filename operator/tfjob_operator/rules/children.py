@@ -13,12 +13,14 @@ from tfjob_operator.api.spec import (
     DEFAULT_PORT,
     DEFAULT_PORT_NAME,
     KIND,
+    TERMINATION_GRACE_PERIOD_SECONDS,
     ReplicaType,
     TFJobSpec,
 )
 from tfjob_operator.rules import kubeflow, naming, tfconfig
 from tfjob_operator.rules.gang import Gang, join, pod_group
 from tfjob_operator.rules.kueue.admission import Placement, place
+from tfjob_protocol.stop import ENV_GRACE_PERIOD
 
 Manifest = dict[str, Any]
 
@@ -31,6 +33,7 @@ OPERATOR_ENV = {
     ENV_JOB_NAME,
     ENV_REPLICA_TYPE,
     ENV_CHECKPOINT_DIR,
+    ENV_GRACE_PERIOD,
 }
 
 
@@ -157,8 +160,17 @@ def service(job: JobRef, rt: ReplicaType, port: int) -> Manifest:
     }
 
 
+def grace_period(template: dict[str, Any], seconds: int | None) -> int:
+    """The pod's terminationGracePeriodSeconds: its template's own, else
+    runPolicy.terminationGracePeriodSeconds (`seconds`), else the default."""
+    own = template["spec"].get("terminationGracePeriodSeconds")
+    if own is not None:
+        return int(own)
+    return TERMINATION_GRACE_PERIOD_SECONDS if seconds is None else seconds
+
+
 def _operator_env(
-    job: JobRef, rt: ReplicaType, tf_config: str, checkpoint_dir: str | None
+    job: JobRef, rt: ReplicaType, tf_config: str, checkpoint_dir: str | None, grace: int
 ) -> list[dict[str, Any]]:
     env: list[dict[str, Any]] = [
         {
@@ -170,6 +182,7 @@ def _operator_env(
         {"name": tfconfig.ENV_TF_CONFIG, "value": tf_config},
         {"name": ENV_JOB_NAME, "value": job.name},
         {"name": ENV_REPLICA_TYPE, "value": rt.task_type},
+        {"name": ENV_GRACE_PERIOD, "value": str(grace)},
     ]
     if checkpoint_dir is not None:
         env.append({"name": ENV_CHECKPOINT_DIR, "value": checkpoint_dir})
@@ -182,10 +195,13 @@ def pod_template(
     template: dict[str, Any],
     tf_config: str,
     checkpoint: tuple[str, str] | None,
+    grace: int | None = None,
 ) -> dict[str, Any]:
     """The user's pod template plus what the operator must add, and nothing else.
 
-    `checkpoint` is (claim name, mount path) when this replica type mounts the volume.
+    `checkpoint` is (claim name, mount path) when this replica type mounts the volume; `grace`
+    is runPolicy.terminationGracePeriodSeconds, for a template that sets no grace period of
+    its own: the time a stopped task has to save (the task reads it from its env).
     """
     tpl = copy.deepcopy(template)
     meta = tpl.setdefault("metadata", {})
@@ -198,11 +214,12 @@ def pod_template(
     spec = tpl["spec"]
     # StatefulSets accept only Always; the replica's restartPolicy is enforced by the operator.
     spec["restartPolicy"] = "Always"
+    spec["terminationGracePeriodSeconds"] = seconds = grace_period(tpl, grace)
     container = spec["containers"][tensorflow_container_index(tpl)]
 
     user_env = [e for e in container.get("env") or [] if e.get("name") not in OPERATOR_ENV]
     mount_path = checkpoint[1] if checkpoint else None
-    container["env"] = _operator_env(job, rt, tf_config, mount_path) + user_env
+    container["env"] = _operator_env(job, rt, tf_config, mount_path, seconds) + user_env
 
     ports = container.setdefault("ports", [])
     if not any(p.get("name") == DEFAULT_PORT_NAME or _is_default_port(p) for p in ports):
@@ -227,7 +244,13 @@ def pod_template(
 
 
 def statefulset(job: JobRef, rt: ReplicaType, replicas: int, template: dict[str, Any]) -> Manifest:
-    """One StatefulSet per replica type: stable pod names, all pods started at once."""
+    """One StatefulSet per replica type: stable pod names, all pods started at once.
+
+    `OnDelete`: a new template (a new TF_CONFIG after a resize, a new image) reaches no pod by
+    itself. Kubernetes' rolling update would replace the pods one at a time, each type on its
+    own, and a job would run a mix of old and new clusters; the operator deletes every pod of
+    an old revision at once instead (`lifecycle.restart`), so that the tasks restart together.
+    """
     name = naming.replica_name(job.name, rt)
     return {
         "apiVersion": "apps/v1",
@@ -237,6 +260,7 @@ def statefulset(job: JobRef, rt: ReplicaType, replicas: int, template: dict[str,
             "replicas": replicas,
             "serviceName": name,
             "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "OnDelete"},
             "selector": {"matchLabels": naming.selector_labels(job.name, rt)},
             "template": template,
         },
@@ -281,14 +305,21 @@ def pod_templates(
 ) -> dict[ReplicaType, dict[str, Any]]:
     """Each replica type's pod template as the operator renders it, before any placement."""
     cluster = cluster_for(job, spec, cluster_domain)
+    ports = replica_ports(spec)
     templates = {}
     for rt, rs in spec.replicas().items():
+        view: tfconfig.Cluster = cluster
+        if spec.enable_dynamic_worker:
+            index = tfconfig.INDEX_REFERENCE
+            own = naming.pod_address(job.name, rt, index, job.namespace, cluster_domain, ports[rt])
+            view = tfconfig.sparse_cluster(cluster, rt, index, own)
         template = pod_template(
             job,
             rt,
             rs.template,
-            tfconfig.tf_config_template(cluster, rt),
+            tfconfig.tf_config_template(view, rt),
             checkpoint_mount(job, spec, rt),
+            spec.run_policy.termination_grace_period_seconds,
         )
         if gang is not None:
             join(gang, job.name, template)

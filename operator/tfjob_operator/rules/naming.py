@@ -18,6 +18,8 @@ LABEL_COMPONENT = "app.kubernetes.io/component"
 MANAGED_BY = "tfjob-operator"
 # Kubernetes >= 1.28 labels every StatefulSet pod with its ordinal.
 LABEL_POD_INDEX = "apps.kubernetes.io/pod-index"
+# ... and with the revision of its StatefulSet's template it was made from.
+LABEL_REVISION = "controller-revision-hash"
 
 FIELD_MANAGER = "tfjob-operator"
 CHECKPOINT_VOLUME = "tfjob-checkpoints"
@@ -30,7 +32,8 @@ def replica_name(job: str, rt: ReplicaType) -> str:
     return f"{job}-{rt.task_type}"
 
 
-def pod_name(job: str, rt: ReplicaType, index: int) -> str:
+def pod_name(job: str, rt: ReplicaType, index: int | str) -> str:
+    """A pod's name; `index` may be a reference Kubernetes fills in (`tfconfig`)."""
     return f"{replica_name(job, rt)}-{index}"
 
 
@@ -44,7 +47,7 @@ def checkpoint_claim_name(job: str) -> str:
 
 
 def pod_address(
-    job: str, rt: ReplicaType, index: int, namespace: str, cluster_domain: str, port: int
+    job: str, rt: ReplicaType, index: int | str, namespace: str, cluster_domain: str, port: int
 ) -> str:
     """The stable DNS address of one pod through its headless Service."""
     service = replica_name(job, rt)

@@ -7,19 +7,33 @@ the container's `state.terminated`, `lastState.terminated` and `restartCount`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from tfjob_operator.api.spec import ReplicaType
 from tfjob_operator.rules import kubeflow, kueue, naming, nodelost
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.children import tensorflow_container_index
+from tfjob_protocol import stop
 
 
 @dataclass(frozen=True)
 class Exit:
     code: int
     reason: str = ""
+    # The termination message (`/dev/termination-log`), cut to MESSAGE_LIMIT: the trainer says
+    # there which step it saved when it was stopped.
+    message: str = ""
+
+    @property
+    def stopped(self) -> bool:
+        """A stop on request (SIGTERM, saved first): never a failure."""
+        return self.code == stop.EXIT_STOPPED
+
+    @property
+    def saved_step(self) -> int | None:
+        """The step a stopped task saved at, as its termination message says."""
+        return stop.saved_step(self.message) if self.stopped else None
 
 
 # Waiting reasons on the normal way to running, or in a restart backoff that the exits already
@@ -66,6 +80,12 @@ class PodObservation:
     node: str = ""
     # What shows that Kueue's pod integration took the pod for its own (`kueue.pod_takeover`).
     kueue_takeover: str = ""
+    # While it is being deleted: since when, and who by when the cluster says so (the
+    # DisruptionTarget condition's "reason: message", e.g. a drain's EvictionByEvictionAPI).
+    deleted_at: datetime | None = None
+    disruption: str = ""
+    # The revision of its StatefulSet's template it was made from (`lifecycle.restart`).
+    revision: str = ""
 
     @property
     def up(self) -> bool:
@@ -104,7 +124,29 @@ class PodObservation:
 def _exit(terminated: dict[str, Any] | None) -> Exit | None:
     if not terminated:
         return None
-    return Exit(code=int(terminated.get("exitCode", 0)), reason=terminated.get("reason") or "")
+    return Exit(
+        code=int(terminated.get("exitCode", 0)),
+        reason=terminated.get("reason") or "",
+        message=(terminated.get("message") or "")[:MESSAGE_LIMIT],
+    )
+
+
+def _deleted_at(meta: dict[str, Any]) -> datetime | None:
+    """When the pod's deletion began: its deletionTimestamp is that time plus its grace."""
+    at = st.parse_timestamp(meta.get("deletionTimestamp"))
+    if at is None:
+        return None
+    return at - timedelta(seconds=int(meta.get("deletionGracePeriodSeconds") or 0))
+
+
+def _disruption(pod: dict[str, Any]) -> str:
+    """Why the cluster stops the pod, when it says so (Kubernetes 1.26+): "reason: message"."""
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if (cond.get("type"), cond.get("status")) == ("DisruptionTarget", "True"):
+            why = cond.get("reason") or "DisruptionTarget"
+            text = f"{why}: {cond['message']}" if cond.get("message") else why
+            return text[:MESSAGE_LIMIT]
+    return ""
 
 
 def _stuck(pod: dict[str, Any], state: dict[str, Any]) -> Stuck | None:
@@ -148,6 +190,7 @@ def observe(pod: dict[str, Any]) -> PodObservation | None:
         cs = next((s for s in statuses if s.get("name") == name), {})
     state, last = cs.get("state") or {}, cs.get("lastState") or {}
     lost = nodelost.lost_since(pod, statuses)
+    deleting = meta.get("deletionTimestamp") is not None
     return PodObservation(
         name=meta["name"],
         uid=meta.get("uid", ""),
@@ -157,7 +200,7 @@ def observe(pod: dict[str, Any]) -> PodObservation | None:
         exit=_exit(state.get("terminated")),
         last_exit=_exit(last.get("terminated")),
         restart_count=int(cs.get("restartCount", 0)),
-        deleting=meta.get("deletionTimestamp") is not None,
+        deleting=deleting,
         stuck=_stuck(pod, state),
         unscheduled_by=_unscheduled_by(pod),
         created=st.parse_timestamp(meta.get("creationTimestamp")),
@@ -168,4 +211,8 @@ def observe(pod: dict[str, Any]) -> PodObservation | None:
         node=(pod.get("spec") or {}).get("nodeName") or "" if lost is not None else "",
         lost_since=lost,
         kueue_takeover=kueue.pod_takeover(pod),
+        # Only while deleting: a condition alone changes no observation.
+        deleted_at=_deleted_at(meta) if deleting else None,
+        disruption=_disruption(pod) if deleting else "",
+        revision=labels.get(naming.LABEL_REVISION, ""),
     )

@@ -1,8 +1,10 @@
 """What the operator reads from the StatefulSets it owns.
 
 Enough to make them converge on the spec (a removed replica type's StatefulSet and Service go,
-a finished job's StatefulSets scale to 0) and to see when a StatefulSet cannot make its pods.
-A replica type's Service has its StatefulSet's name, so StatefulSets alone tell what exists.
+a finished job's StatefulSets scale to 0), to see when a StatefulSet cannot make its pods, and
+which pods a new template has left behind (`lifecycle.restart`). A replica type's Service has
+its StatefulSet's name, so StatefulSets alone tell what exists. What moves in a job's steady
+state (ready and current counts) is not kept: its events change no observation.
 """
 
 from __future__ import annotations
@@ -22,6 +24,17 @@ class StatefulSetObservation:
     replicas: int = 0  # spec.replicas
     # What shows that Kueue's StatefulSet integration took it (`kueue.statefulset_takeover`).
     kueue_takeover: str = ""
+    # metadata.generation; the generation Kubernetes' StatefulSet controller has seen
+    # (status.observedGeneration), and the template revision it gives new pods
+    # (status.updateRevision), which is the current one once the two generations are equal.
+    generation: int = 0
+    observed_generation: int = 0
+    update_revision: str = ""
+
+    @property
+    def settled(self) -> bool:
+        """Whether Kubernetes' StatefulSet controller has seen its newest spec."""
+        return self.observed_generation == self.generation
 
 
 def observe_statefulset(body: dict[str, Any]) -> StatefulSetObservation | None:
@@ -30,11 +43,15 @@ def observe_statefulset(body: dict[str, Any]) -> StatefulSetObservation | None:
     if (meta.get("labels") or {}).get(naming.LABEL_MANAGED_BY) != naming.MANAGED_BY:
         return None
     replicas = (body.get("spec") or {}).get("replicas")
+    status = body.get("status") or {}
     return StatefulSetObservation(
         meta.get("name", ""),
         meta.get("uid", ""),
         int(replicas or 0),
         kueue.statefulset_takeover(body),
+        generation=int(meta.get("generation") or 0),
+        observed_generation=int(status.get("observedGeneration") or 0),
+        update_revision=status.get("updateRevision") or "",
     )
 
 

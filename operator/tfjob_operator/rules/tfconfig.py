@@ -3,12 +3,17 @@
 TensorFlow reads the cluster layout from the TF_CONFIG env var. The operator writes one template
 per replica type in which Kubernetes expands `$(TFJOB_TASK_INDEX)` (filled from the pod-index
 label by the downward API), so every pod gets its own valid TF_CONFIG with no wrapper.
+
+With `enableDynamicWorker` each task sees a sparse cluster (`sparse_cluster`), as Kubeflow's
+training-operator writes it: a job of tasks as `{"<index>": "<address>"}` instead of a list, so
+that a worker's TF_CONFIG names no other worker. Kubernetes expands the reference anywhere in
+the value, JSON keys included, so the worker's own entry is a template too.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from tfjob_operator.api.spec import ReplicaType
 from tfjob_operator.rules import naming
@@ -17,6 +22,9 @@ ENV_TF_CONFIG = "TF_CONFIG"
 ENV_TASK_INDEX = "TFJOB_TASK_INDEX"
 INDEX_REFERENCE = f"$({ENV_TASK_INDEX})"
 _INDEX_PLACEHOLDER = "__TFJOB_TASK_INDEX__"
+# A TF_CONFIG `cluster`: each job's tasks as a list (dense), or as {"<index>": "<address>"}
+# for only some of them (sparse, which TensorFlow's ClusterSpec takes too).
+Cluster = Mapping[str, Sequence[str] | Mapping[str, str]]
 
 
 def cluster_map(
@@ -49,7 +57,38 @@ def cluster_spec(
     )
 
 
-def tf_config(cluster: Mapping[str, list[str]], rt: ReplicaType, index: int) -> str:
+def sparse_cluster(
+    cluster: Mapping[str, list[str]], rt: ReplicaType, index: str, own: str
+) -> dict[str, list[str] | dict[str, str]]:
+    """What one task of a job with `enableDynamicWorker` sees of the full `cluster`, given its
+    `index` (a number, or `INDEX_REFERENCE` in a template) and its `own` address.
+
+    As Kubeflow's sparse cluster spec: a parameter server sees only itself; a worker sees
+    every parameter server and itself. So neither names any other worker, and a change in
+    the worker count leaves their TF_CONFIG as it was. Where Kubeflow gives the others an
+    empty cluster, which TensorFlow refuses (kubeflow/training-operator#1763), the chief (or
+    master) sees every task it coordinates, as lists, and the evaluator sees itself and the
+    chief (worker 0 when there is none).
+    """
+    if rt is ReplicaType.PS:
+        return {rt.task_type: {index: own}}
+    ps = {"ps": list(cluster["ps"])} if cluster.get("ps") else {}
+    if rt is ReplicaType.WORKER:
+        return {**ps, rt.task_type: {index: own}}
+    if rt.is_chief_like:
+        return {task: list(addresses) for task, addresses in cluster.items()}
+    view: dict[str, list[str] | dict[str, str]] = {rt.task_type: [own]}
+    chief = next(
+        (t for t in (ReplicaType.CHIEF, ReplicaType.MASTER) if cluster.get(t.task_type)), None
+    )
+    if chief is not None:
+        view[chief.task_type] = list(cluster[chief.task_type])
+    elif cluster.get(ReplicaType.WORKER.task_type):
+        view[ReplicaType.WORKER.task_type] = {"0": cluster[ReplicaType.WORKER.task_type][0]}
+    return view
+
+
+def tf_config(cluster: Cluster, rt: ReplicaType, index: int) -> str:
     """TF_CONFIG of one task, as TensorFlow expects it."""
     return json.dumps(
         {
@@ -61,8 +100,9 @@ def tf_config(cluster: Mapping[str, list[str]], rt: ReplicaType, index: int) -> 
     )
 
 
-def tf_config_template(cluster: Mapping[str, list[str]], rt: ReplicaType) -> str:
-    """TF_CONFIG of every pod of a replica type, with the index left to Kubernetes."""
+def tf_config_template(cluster: Cluster, rt: ReplicaType) -> str:
+    """TF_CONFIG of every pod of a replica type, with the index left to Kubernetes (in
+    `task.index`, and wherever `cluster` holds `INDEX_REFERENCE`)."""
     body = json.dumps(
         {
             "cluster": dict(cluster),
@@ -75,5 +115,6 @@ def tf_config_template(cluster: Mapping[str, list[str]], rt: ReplicaType) -> str
 
 
 def expand(template: str, index: int) -> str:
-    """What Kubernetes makes of a template for the pod with this ordinal."""
+    """What Kubernetes makes of a template for the pod with this ordinal: every
+    `$(TFJOB_TASK_INDEX)` replaced, in keys and values alike."""
     return template.replace(INDEX_REFERENCE, str(index))

@@ -15,8 +15,15 @@ def test_the_step_written_is_the_step_read(step):
 
 @pytest.mark.parametrize(
     "text",
-    ["", None, "Error: out of memory", "[1, 2]", '{"tfjobStopped": 3}', '{"tfjobStopped": {"step": true}}',
-     '{"tfjobStopped": {"step": "12"}}'],
-)  # fmt: skip
+    [
+        "",
+        None,
+        "Error: out of memory",
+        "[1, 2]",
+        '{"tfjobStopped": 3}',
+        '{"tfjobStopped": {"step": true}}',
+        '{"tfjobStopped": {"step": "12"}}',
+    ],
+)
 def test_other_messages_name_no_step(text):
     assert saved_step(text) is None

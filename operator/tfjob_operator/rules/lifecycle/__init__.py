@@ -12,12 +12,14 @@ Which file answers which question:
 - `observation`: what did this reconcile see? (`Observation`: pods, StatefulSets, queue, now)
 - `change`: how does a rule's verdict reach the status? (`Change`, written by the decision)
 - `exits`: what do exits, restarts and lost pods count for? (restartPolicy, the ledger)
+- `stops`: why did pods stop on request, and from which step does the job resume? (lastStop)
 - `limits`: where are successPolicy, backoffLimit, activeDeadlineSeconds, cleanPodPolicy and
   ttlSecondsAfterFinished enforced?
 - `progress`: what does a running job become next: its verdict, Restarting or Running?
 - `admission`: may the job run now: suspend, and Kueue's queue, eviction and Workload?
 - `waiting`: which pods cannot start, and why? (`status.waiting` and its Events)
 - `owned`: which children to make, delete or label?
+- `restart`: which pods must go for a new template to reach them, all at once?
 """
 
 from tfjob_operator.rules.lifecycle.decision import Decision, decide, finish

@@ -32,9 +32,11 @@ from tfjob_operator.rules.lifecycle.exits import (
     replica_counts,
 )
 from tfjob_operator.rules.lifecycle.limits import after_finish
-from tfjob_operator.rules.lifecycle.observation import Observation, replica_pods
+from tfjob_operator.rules.lifecycle.observation import Observation, replica_pods, surplus_pods
 from tfjob_operator.rules.lifecycle.owned import owned, tensorboard_status
 from tfjob_operator.rules.lifecycle.progress import advance
+from tfjob_operator.rules.lifecycle.restart import restart, restarting
+from tfjob_operator.rules.lifecycle.stops import last_stop, stop_events
 from tfjob_operator.rules.lifecycle.view import FINAL, JobView
 from tfjob_operator.rules.lifecycle.waiting import waiting, waiting_events, waiting_for_kueue
 from tfjob_operator.rules.pods import PodObservation
@@ -63,6 +65,9 @@ class Decision:
     delete_pods: list[tuple[str, str]] = field(default_factory=list)
     # The job's Kueue Workload: made, replaced or its status written (`rules/kueue/`).
     workload: WorkloadDecision | None = None
+    # Pods to delete together, (name, uid): off their StatefulSet's current revision, so that
+    # the job's tasks restart at once with the new template (`restart`).
+    restart_pods: list[tuple[str, str]] = field(default_factory=list)
 
 
 def finish(prior: st.Status, status: st.Status) -> Decision:
@@ -89,16 +94,21 @@ def decide(
     error: str | None = None,
     gang: Gang | None = None,
     queue: QueueView | None = None,
+    departed: Iterable[PodObservation] = (),
+    applied: Mapping[str, int] | None = None,
 ) -> Decision:
     """Compute the job's next status, its children and the side effects, from what is seen.
 
     `statefulsets` are the owned ones that exist; `create_failures` the latest FailedCreate
     message of each StatefulSet that lacks pods; `error` a reconcile failure that persists;
     `gang` the operator's gang scheduler, if any; `queue` the job's place in Kueue, for a
-    job that waits in a LocalQueue.
+    job that waits in a LocalQueue; `departed` pods deleted since, as they last were;
+    `applied` each StatefulSet's generation as the operator last applied it.
     """
+    observed = tuple(observed)
     seen = Observation(
         pods=replica_pods(job.spec, observed),
+        departed=replica_pods(job.spec, departed),
         now=now,
         cluster_domain=cluster_domain,
         statefulsets=statefulsets,
@@ -106,6 +116,8 @@ def decide(
         error=error,
         gang=gang,
         queue=queue,
+        surplus=surplus_pods(job.spec, observed),
+        applied=applied or {},
     )
     status = copy.deepcopy(job.status)
     name = f"{job.ref.namespace}/{job.ref.name}"
@@ -220,14 +232,21 @@ def _decide_valid(
     finished = st.is_finished(status)
     suspended = (spec.run_policy.suspend or held) and not finished
     requeue += _report(job, spec, status, seen, held, suspended)
+    again = None if finished or suspended else restart(job.ref.name, spec, seen)
+    if again is not None:
+        status["lastStop"] = again.stop(status.get("lastStop"), seen.now)
 
     decision = finish(prior, status)
-    decision.events += waiting_events(prior, status)
+    decision.events += waiting_events(prior, status) + stop_events(prior, status, name)
     # Also once the job has failed over it: the pod holds its identity (and a GPU) still.
     decision.delete_pods = [(p.name, p.uid) for p in gone]
     own = owned(job.ref, spec, prior, seen, None if finished else templates(), suspended, places)
     decision.children, decision.delete_children = own.children, own.delete
     decision.label_pods = own.label_pods
+    if again is not None:
+        decision.restart_pods = [(p.name, p.uid) for p in again.pods]
+        if status["lastStop"] != prior.get("lastStop"):
+            decision.events.append(("Normal", again.cause, f"TFJob {name}: {again.message}."))
     if seen.queue is not None and wanted is not None:
         decision.workload = workload_decision(seen.queue, wanted, status, spec, seen, finished)
     decision.requeue_after = min(requeue) if requeue else None
@@ -253,14 +272,16 @@ def _run(
     places: dict[ReplicaType, Placement] | None,
     name: str,
 ) -> tuple[tuple[float, ...], tuple[PodObservation, ...]]:
-    """A job not finished yet: its new exits counted, then it is stopped (suspended, or held by
-    Kueue), or it runs: its lost pods counted, moved forward. (requeue, pods to delete)."""
-    policy = spec.run_policy
-    exits = account_exits(
-        status.get("terminations", {}), seen.pods, spec, stopped=policy.suspend or held
-    )
+    """A job not finished yet: why its pods stop, if they do, and its new exits counted; then
+    it is stopped (suspended, or held by Kueue), or it runs: its lost pods counted, moved
+    forward. (requeue, pods to delete)."""
+    why = stopped(spec.run_policy.suspend, held, seen.queue, name)
+    put(status, "lastStop", last_stop(status, why, seen.pods + seen.departed, seen.now))
+    # A pod deleted for a restart ends as the restart makes it end, whatever its exit code.
+    ending = restarting(ref.name, seen)
+    counted = [p for p in seen.pods if p.name not in ending]
+    exits = account_exits(status.get("terminations", {}), counted, spec, stopped=why is not None)
     record(status, exits)
-    why = stopped(policy.suspend, held, seen.queue, name)
     if why is not None:
         apply(status, Change((why,)), seen.now)
         return (), ()

@@ -16,6 +16,7 @@ from tfjob_operator.rules import nodelost
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.lifecycle.change import Change, Condition
 from tfjob_operator.rules.pods import Exit, PodObservation
+from tfjob_protocol import stop
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,10 @@ class Tally:
 
 
 def is_retryable(policy: RestartPolicy, code: int) -> bool:
-    """Whether a non-zero exit may be retried under a replica's restartPolicy."""
+    """Whether a non-zero exit may be retried under a replica's restartPolicy. A stop on
+    request always is: it is no failure, and the job resumes from what it saved."""
+    if code == stop.EXIT_STOPPED:
+        return True
     if policy is RestartPolicy.NEVER:
         return False
     if policy is RestartPolicy.EXIT_CODE:
@@ -81,7 +85,8 @@ def account_exits(
     """The exits not seen before, folded into the ledger, as failures fatal or retryable.
 
     The exits of a job that is `stopped` (suspended, queued, evicted by Kueue) are its pods
-    being stopped: remembered, never counted as failures.
+    being stopped: remembered, never counted as failures; nor is a stop on request
+    (`EXIT_STOPPED`: the trainer saved and exited on SIGTERM), whatever stopped it (`stops`).
     """
     new = dict(ledger)
     replicas = spec.replicas()
@@ -101,7 +106,7 @@ def account_exits(
                 new.pop(pod.name, None)
             continue
         for ex in fresh_exits(pod, fresh):
-            if stopped and ex.code != 0:
+            if ex.stopped or (stopped and ex.code != 0):
                 continue
             if ex.code == 0:
                 entry = {**entry, "succeeded": True}
@@ -173,7 +178,12 @@ def fresh_exits(pod: PodObservation, fresh: int) -> list[Exit]:
 
 def is_down_after_failure(pod: PodObservation) -> bool:
     latest = pod.latest_exit
-    return not pod.running and not pod.deleting and latest is not None and latest.code != 0
+    return not pod.running and not pod.deleting and latest is not None and _failed(latest)
+
+
+def _failed(ex: Exit) -> bool:
+    """A non-zero exit that is no stop on request."""
+    return ex.code != 0 and not ex.stopped
 
 
 def restarts_so_far(status: st.Status) -> int:
@@ -205,7 +215,7 @@ def replica_counts(
         counts[rt.value] = {
             "active": active,
             "succeeded": sum(1 for e in latest if e is not None and e.code == 0),
-            "failed": sum(1 for e in latest if e is not None and e.code != 0),
+            "failed": sum(1 for e in latest if e is not None and _failed(e)),
             "restarts": prev.get("restarts", 0),
         }
     expected = sum(rs.replicas for rs in spec.replicas().values())

@@ -20,7 +20,8 @@ class Observation:
     `pods` are the replica pods the spec asks for, by replica type and index (`replica_pods`);
     `create_failures` the latest FailedCreate message of each StatefulSet that lacks pods;
     `error` a reconcile failure that persists; `gang` the operator's gang scheduler, if any;
-    `queue` the job's place in Kueue, for a job that waits in a LocalQueue.
+    `queue` the job's place in Kueue, for a job that waits in a LocalQueue; `departed` the
+    replica pods deleted since the last reconcile, as they last were (what a stopped one said).
     """
 
     pods: tuple[PodObservation, ...]
@@ -31,6 +32,12 @@ class Observation:
     error: str | None = None
     gang: Gang | None = None
     queue: QueueView | None = None
+    departed: tuple[PodObservation, ...] = ()
+    # Pods of the spec's replica types past its replica count, which their StatefulSets scale
+    # down; and each StatefulSet's generation as the operator last applied it, by name (none
+    # known: {}), to tell a view that predates that apply (`restart`).
+    surplus: tuple[PodObservation, ...] = ()
+    applied: Mapping[str, int] = field(default_factory=dict)
 
 
 def replica_pods(
@@ -50,4 +57,18 @@ def replica_pods(
             ),
             key=lambda p: (p.replica_type.value, p.index),
         )
+    )
+
+
+def surplus_pods(
+    spec: TFJobSpec | None, observed: Iterable[PodObservation]
+) -> tuple[PodObservation, ...]:
+    """The pods of the spec's replica types at an index past their replica count."""
+    if spec is None:
+        return ()
+    replicas = spec.replicas()
+    return tuple(
+        p
+        for p in observed
+        if p.replica_type in replicas and p.index >= replicas[p.replica_type].replicas
     )

@@ -40,6 +40,11 @@ def test_kubeflow_manifest_fields_are_accepted():
     parse_spec(spec)
 
 
+def test_enable_dynamic_worker_is_acted_on_so_no_warning():
+    spec = parse_spec(spec_with(enableDynamicWorker=True))
+    assert spec.enable_dynamic_worker is True and spec.warnings == []
+
+
 @pytest.mark.parametrize(
     ("mutate", "expected"),
     [
@@ -63,6 +68,11 @@ def test_kubeflow_manifest_fields_are_accepted():
         (
             lambda s: s.update(runPolicy={"backofLimit": 3}),
             "spec.runPolicy.backofLimit: Extra inputs",
+        ),
+        (
+            lambda s: s.update(runPolicy={"terminationGracePeriodSeconds": 0}),
+            "spec.runPolicy.terminationGracePeriodSeconds: Input should be greater than or equal "
+            "to 1",
         ),
         (
             lambda s: s.update(checkpoint={"mountPath": "/c"}),

@@ -46,6 +46,8 @@ class FakeKube:
         self.leading: list[bool] = []  # answers of may_write, oldest first; then True
         self.foreign: dict[JobKey, list[str]] = {}  # another controller's children, by job
         self.group = GROUP
+        # Each StatefulSet's generation as an apply leaves it, by name (default 1).
+        self.generations: dict[str, int] = {}
         self._rv = 1
 
     def next_rv(self) -> str:
@@ -61,8 +63,10 @@ class FakeKube:
     def may_write(self) -> bool:
         return self.leading.pop(0) if self.leading else True
 
-    def apply(self, manifest: dict[str, Any]) -> None:
-        self._call("apply", manifest["kind"], manifest["metadata"]["name"])
+    def apply(self, manifest: dict[str, Any]) -> int | None:
+        name = manifest["metadata"]["name"]
+        self._call("apply", manifest["kind"], name)
+        return self.generations.get(name, 1) if manifest["kind"] == "StatefulSet" else None
 
     def patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         self._call("patch_status", namespace, name, copy.deepcopy(patch))
@@ -89,6 +93,9 @@ class FakeKube:
         stored = self.stored[(namespace, name)]
         stored["metadata"] = merge(stored["metadata"], patch["metadata"])
         stored["metadata"]["resourceVersion"] = self.next_rv()
+
+    def delete_pod(self, namespace: str, name: str, uid: str) -> None:
+        self._call("delete_pod", namespace, name, uid)
 
     def label_pod(self, namespace: str, name: str, uid: str, labels: dict[str, str]) -> None:
         self._call("label_pod", namespace, name, dict(labels))

@@ -103,6 +103,34 @@ def test_a_deleted_child_makes_the_leader_apply_its_job_again():
     assert queue.scheduled == [KEY]
 
 
+def test_a_deleted_pod_is_handed_to_the_leader_as_it_last_was():
+    """A stopped pod's exit may come in its deletion only: its last state goes to the
+    reconciler (`Reconciler.pod_deleted`, test_reconcile.py); a standby keeps none."""
+    seen = []
+
+    class Keeping(Forgetting):
+        def pod_deleted(self, key, body) -> None:
+            seen.append((key, body["metadata"]["name"]))
+
+    for leading in (True, False):
+        elector = None if leading else type("Standby", (), {"leading": False})()
+        memo = kopf.Memo(reconciler=Keeping(), elector=elector, children=ChildChanges())
+        memo.queue, memo.shared = Queue(), handlers._Shared()
+        asyncio.run(
+            handlers.owned_event(
+                type="DELETED",
+                namespace=KEY[0],
+                uid="uid-pod",
+                labels={naming.LABEL_JOB_NAME: KEY[1], **handlers.OURS},
+                resource=kopf.Resource("", "v1", "pods"),
+                memo=memo,
+                body={"metadata": {"name": "mnist-worker-0"}},
+                **INDEXES,
+            )
+        )
+    assert seen == [(KEY, "mnist-worker-0")]
+
+
 def test_no_kopf_handler_runs_on_a_clock_or_writes_progress():
     """Timers, daemons and resumable change handlers would cost requests per job while it
     idles (or annotations on every change): the operator only reacts to events."""

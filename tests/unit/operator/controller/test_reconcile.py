@@ -35,7 +35,10 @@ from tfjob_operator.controller.workqueue import RetryableError
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.kueue.admission import observe_workload
 from tfjob_operator.rules.kueue.queue import QueueView
+from tfjob_operator.rules.pods import observe
 from tfjob_operator.rules.statefulsets import StatefulSetObservation
+from tfjob_protocol import stop
+from tfjob_testbed.jobs import pod
 
 
 def api_error(status: int, message: str = "boom") -> kubernetes.client.ApiException:
@@ -200,6 +203,8 @@ def test_a_job_gone_from_the_index_is_forgotten_whole(cluster):
     # What a queued job keeps (tests/unit/operator/rules/kueue/, tests/integration/test_kueue.py).
     state.queue = QueueView("team-a", "v1beta2")
     state.workloads["tfjob-mnist-1a2b3"] = observe_workload({"metadata": {}})
+    cluster.reconciler.pod_deleted(key, stopped_pod(1, 5))
+    assert state.departed
     unset = [f.name for f in dataclasses.fields(JobState) if getattr(state, f.name) is None]
     assert unset == [], "the test leaves some of a job's state unexercised"
     assert cluster.reconciler.states() == [("default", "Created")] * 2
@@ -216,6 +221,34 @@ def test_a_job_gone_from_the_index_is_forgotten_whole(cluster):
     assert other in cluster.reconciler.state
     assert "default" in cluster.reconciler.failed_creates.lists, "shared with the other job"
     assert len(cluster.kube.calls) == calls, "a job that is gone costs no call"
+
+
+def stopped_pod(index: int, step: int) -> dict[str, Any]:
+    """A worker being deleted whose container saved at `step` and exited EXIT_STOPPED."""
+    body = pod("mnist", "worker", index, state="terminated", exit_code=stop.EXIT_STOPPED)
+    body["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = stop.message(step)
+    body["metadata"].update(
+        deletionTimestamp="2026-01-01T00:02:00Z", deletionGracePeriodSeconds=120
+    )
+    return body
+
+
+def test_a_deleted_pods_last_words_reach_the_next_reconcile_once(cluster):
+    """The watch may fold a stopped pod's exit into its deletion: its last state is kept for
+    the next reconcile, which says what it saved, and then forgotten."""
+    key = cluster.create("mnist", replicas={"Worker": 2})
+    cluster.running(key, 0, 1)
+    cluster.reconcile(key)
+    cluster.reconciler.pod_deleted(key, pod("mnist", "worker", 0))  # no stop: nothing kept
+    assert not cluster.reconciler.state[key].departed
+    cluster.reconciler.pod_deleted(key, stopped_pod(0, 9))
+    cluster.running(key, 1)
+    cluster.reconcile(key)
+    assert cluster.status(key)["lastStop"]["savedStep"] == 9
+    assert cluster.reasons().count("Stopped") == 1
+    assert not cluster.reconciler.state[key].departed
+    cluster.reconcile(key)
+    assert cluster.reasons().count("Stopped") == 1
 
 
 def test_an_unchanged_job_costs_no_call_and_no_event(cluster):
@@ -335,3 +368,61 @@ def test_a_standby_touches_nothing_and_a_lease_lost_mid_write_posts_no_event(clu
 )
 def test_what_only_a_spec_change_can_heal(status, message, terminal):
     assert is_terminal(api_error(status, message)) is terminal
+
+
+def test_a_restart_deletes_every_old_pod_at_once_once_after_the_status_that_says_why(cluster):
+    """A new template: no pod is deleted while the view of the StatefulSets is older than
+    the operator's last apply; then all of the old revision in one reconcile, after the
+    status write that records the stop; the view not showing the deletions yet, none twice."""
+
+    def sets(generation: int, revision: str) -> list[StatefulSetObservation]:
+        return [
+            StatefulSetObservation(
+                f"mnist-{rt}",
+                f"uid-sts-{rt}",
+                n,
+                generation=generation,
+                observed_generation=generation,
+                update_revision=f"mnist-{rt}-{revision}",
+            )
+            for rt, n in (("ps", 1), ("worker", 2))
+        ]
+
+    def pods(revision: str, deleting: bool = False) -> list[Any]:
+        out = []
+        for rt, i in (("ps", 0), ("worker", 0), ("worker", 1)):
+            body = pod("mnist", rt, i)
+            body["metadata"]["labels"]["controller-revision-hash"] = f"mnist-{rt}-{revision}"
+            if deleting:
+                body["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:30Z"
+            out.append(observe(body))
+        return out
+
+    key = cluster.create("mnist", replicas={"PS": 1, "Worker": 2})
+    cluster.kube.generations = {"mnist-ps": 2, "mnist-worker": 2}
+    cluster.pods[key] = pods("a")
+    cluster.sets[key] = sets(1, "a")  # the view before the apply just made
+    cluster.reconcile(key)
+    assert cluster.reconciler.state[key].generations == {"mnist-ps": 2, "mnist-worker": 2}
+    cluster.sets[key] = sets(1, "a")[:1] + sets(2, "b")[1:]  # the PS one not seen again yet
+    cluster.reconcile(key)
+    assert not cluster.calls("delete_pod")
+
+    cluster.sets[key] = sets(2, "b")
+    done = len(cluster.kube.calls)
+    cluster.reconcile(key)
+    new = cluster.kube.calls[done:]
+    assert [c[0] for c in new] == ["patch_status"] + ["delete_pod"] * 3
+    assert new[0][3]["lastStop"]["cause"] == "Updated"
+    assert sorted(c[2:] for c in new[1:]) == [
+        ("mnist-ps-0", "uid-mnist-ps-0"),
+        ("mnist-worker-0", "uid-mnist-worker-0"),
+        ("mnist-worker-1", "uid-mnist-worker-1"),
+    ]
+    assert cluster.reasons().count("Updated") == 1
+    done = len(cluster.kube.calls)
+    cluster.reconcile(key)  # the watch has not shown the deletions yet
+    assert cluster.kube.calls[done:] == []
+    cluster.pods[key] = pods("a", deleting=True)
+    cluster.reconcile(key)
+    assert not cluster.calls("delete_pod")[3:] and not cluster.reconciler.state[key].restarted

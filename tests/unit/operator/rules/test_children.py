@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tfjob_operator.api.spec import ReplicaType as RT
@@ -55,6 +57,7 @@ def test_every_replica_type_gets_a_headless_service_and_a_statefulset():
     assert sts["spec"]["replicas"] == 3
     assert sts["spec"]["serviceName"] == "mnist-worker"
     assert sts["spec"]["podManagementPolicy"] == "Parallel"
+    assert sts["spec"]["updateStrategy"] == {"type": "OnDelete"}, "the operator restarts pods"
     assert sts["spec"]["selector"] == {
         "matchLabels": svc["spec"]["selector"] | {"tfjob.dev/replica-type": "worker"}
     }
@@ -81,6 +84,44 @@ def test_env_carries_a_tf_config_template_and_the_downward_index(rt):
     rtype = next(t for t in RT if t.task_type == rt)
     assert env["TF_CONFIG"] == tfconfig.tf_config_template(cluster, rtype)
     assert container["ports"] == [{"name": "tfjob-port", "containerPort": 2222, "protocol": "TCP"}]
+
+
+def address(rt, i):
+    return f"mnist-{rt}-{i}.mnist-{rt}.ml.svc.cluster.local:2222"
+
+
+@pytest.mark.parametrize(
+    ("rt", "index", "want"),
+    [
+        ("ps", 1, {"ps": {"1": address("ps", 1)}}),
+        (
+            "worker",
+            2,
+            {"ps": [address("ps", 0), address("ps", 1)], "worker": {"2": address("worker", 2)}},
+        ),
+        (
+            "chief",
+            0,
+            {
+                "chief": [address("chief", 0)],
+                "ps": [address("ps", i) for i in (0, 1)],
+                "worker": [address("worker", i) for i in (0, 1, 2)],
+            },
+        ),
+        ("evaluator", 0, {"evaluator": [address("evaluator", 0)], "chief": [address("chief", 0)]}),
+    ],
+)
+def test_enable_dynamic_worker_gives_each_pod_a_sparse_tf_config(rt, index, want):
+    """What the pod `index` of a StatefulSet gets once Kubernetes has expanded its TF_CONFIG."""
+    body = tfjob(
+        replicas={"Chief": 1, "PS": 2, "Worker": 3, "Evaluator": 1}, enableDynamicWorker=True
+    )
+    env, _ = env_of(by("StatefulSet", children(body))[f"mnist-{rt}"])
+    assert json.loads(tfconfig.expand(env["TF_CONFIG"], index)) == {
+        "cluster": want,
+        "task": {"type": rt, "index": index},
+        "environment": "cloud",
+    }
 
 
 def test_user_template_is_kept_and_only_extended():
@@ -214,3 +255,28 @@ def test_what_the_operator_adds_is_not_silently_overridden(change, problem):
     change(tpl["spec"]["containers"][0], tpl["spec"])
     problems, _ = check_additions(parse_spec(body["spec"]))
     assert any(p.startswith(problem) for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    ("run_policy", "own", "grace"),
+    [
+        ({}, None, 120),  # Kubernetes' 30 s is short for a chief to save
+        ({"terminationGracePeriodSeconds": 300}, None, 300),
+        ({"terminationGracePeriodSeconds": 300}, 45, 45),  # the template's own wins
+        ({}, 0, 0),
+    ],
+)
+def test_the_grace_period_a_stopped_task_has_to_save_and_its_env(run_policy, own, grace):
+    body = tfjob(replicas={"PS": 1, "Worker": 1}, run_policy=run_policy)
+    for rs in body["spec"]["tfReplicaSpecs"].values():
+        pod_spec = rs["template"]["spec"]
+        pod_spec["containers"][0]["env"] = [{"name": "TFJOB_GRACE_PERIOD_SECONDS", "value": "1"}]
+        if own is not None:
+            pod_spec["terminationGracePeriodSeconds"] = own
+    for sts in by("StatefulSet", children(body)).values():
+        assert sts["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == grace
+        env, container = env_of(sts)
+        assert env["TFJOB_GRACE_PERIOD_SECONDS"] == str(grace)
+        assert [e["name"] for e in container["env"]].count("TFJOB_GRACE_PERIOD_SECONDS") == 1
+    _, warnings = check_additions(parse_spec(body["spec"]))
+    assert any("TFJOB_GRACE_PERIOD_SECONDS is set by the operator" in w for w in warnings)

@@ -22,6 +22,31 @@ def test_observe_statefulset_keeps_name_uid_and_replicas():
     assert observe_statefulset(sts("x", 1, {"tfjob.dev/job-name": "mnist"})) is None
 
 
+def test_observe_statefulset_keeps_its_generations_and_the_revision_of_new_pods():
+    body = sts("mnist-worker", 3)
+    body["metadata"]["generation"] = 4
+    body["status"] = {
+        "observedGeneration": 3,
+        "updateRevision": "mnist-worker-7d9c",
+        "currentRevision": "mnist-worker-5b6a",
+        "readyReplicas": 2,
+    }
+    obs = observe_statefulset(body)
+    assert (obs.generation, obs.observed_generation, obs.update_revision) == (
+        4,
+        3,
+        "mnist-worker-7d9c",
+    )
+    assert not obs.settled, "its controller has not seen generation 4 yet"
+    body["status"]["observedGeneration"] = 4
+    settled = observe_statefulset(body)
+    assert settled.settled
+    # What moves in a job's steady state is not kept: such an event changes no observation.
+    body["status"].update(readyReplicas=3, currentRevision="mnist-worker-7d9c")
+    assert observe_statefulset(body) == settled
+    assert observe_statefulset(sts("fresh", 1)).update_revision == ""
+
+
 def test_statefulsets_lacking_pods():
     sets = [
         StatefulSetObservation("mnist-worker", "u1", 2),

@@ -92,3 +92,93 @@ def test_template_expands_to_valid_tf_config(rt, index):
         "environment": "cloud",
     }
     assert expanded == tfconfig.tf_config(cluster, rt, index)
+
+
+# enableDynamicWorker: what each task sees of a job with a chief, 2 PS, 3 workers and an
+# evaluator (Kubeflow's sparse cluster spec, with the chief and the evaluator given what they
+# need instead of Kubeflow's empty cluster).
+FULL = {
+    "chief": [addr("j", "chief", 0)],
+    "ps": [addr("j", "ps", 0), addr("j", "ps", 1)],
+    "worker": [addr("j", "worker", i) for i in range(3)],
+}
+SPARSE = [
+    pytest.param(FULL, RT.PS, 1, {"ps": {"1": addr("j", "ps", 1)}}, id="ps-sees-itself"),
+    pytest.param(
+        FULL,
+        RT.WORKER,
+        2,
+        {"ps": FULL["ps"], "worker": {"2": addr("j", "worker", 2)}},
+        id="worker-sees-every-ps-and-itself",
+    ),
+    pytest.param(
+        {"worker": FULL["worker"]},
+        RT.WORKER,
+        0,
+        {"worker": {"0": addr("j", "worker", 0)}},
+        id="worker-without-ps",
+    ),
+    pytest.param(FULL, RT.CHIEF, 0, FULL, id="chief-sees-every-task-as-lists"),
+    pytest.param(
+        {"master": [addr("j", "master", 0)], "worker": FULL["worker"]},
+        RT.MASTER,
+        0,
+        {"master": [addr("j", "master", 0)], "worker": FULL["worker"]},
+        id="master-as-chief",
+    ),
+    pytest.param(
+        FULL,
+        RT.EVALUATOR,
+        0,
+        {"evaluator": [addr("j", "evaluator", 0)], "chief": FULL["chief"]},
+        id="evaluator-sees-itself-and-the-chief",
+    ),
+    pytest.param(
+        {"ps": FULL["ps"], "worker": FULL["worker"]},
+        RT.EVALUATOR,
+        0,
+        {"evaluator": [addr("j", "evaluator", 0)], "worker": {"0": addr("j", "worker", 0)}},
+        id="evaluator-without-chief-sees-worker-0",
+    ),
+]
+
+
+@pytest.mark.parametrize(("cluster", "rt", "index", "want"), SPARSE)
+def test_sparse_cluster_of_each_task(cluster, rt, index, want):
+    own = addr("j", rt.task_type, index)
+    assert tfconfig.sparse_cluster(cluster, rt, str(index), own) == want
+
+
+@pytest.mark.parametrize(("cluster", "rt", "index", "want"), SPARSE)
+def test_sparse_template_expands_in_keys_and_values(cluster, rt, index, want):
+    """The pod template holds `$(TFJOB_TASK_INDEX)` in the worker's own key and address too;
+    what Kubernetes makes of it for pod `index` is that task's TF_CONFIG, valid JSON."""
+    ref = tfconfig.INDEX_REFERENCE
+    view = tfconfig.sparse_cluster(cluster, rt, ref, addr("j", rt.task_type, ref))
+    template = tfconfig.tf_config_template(view, rt)
+    expanded = tfconfig.expand(template, index)
+    assert ref not in expanded
+    assert json.loads(expanded) == {
+        "cluster": want,
+        "task": {"type": rt.task_type, "index": index},
+        "environment": "cloud",
+    }
+    assert expanded == tfconfig.tf_config(want, rt, index)
+
+
+def test_a_worker_count_changes_only_what_the_chief_sees():
+    """The point of the sparse spec: with more workers, a PS's and a worker's TF_CONFIG stay
+    as they were (their pods keep running); the chief's changes."""
+    ref = tfconfig.INDEX_REFERENCE
+
+    def templates(workers):
+        cluster = {**FULL, "worker": [addr("j", "worker", i) for i in range(workers)]}
+        return {
+            rt: tfconfig.tf_config_template(
+                tfconfig.sparse_cluster(cluster, rt, ref, addr("j", rt.task_type, ref)), rt
+            )
+            for rt in (RT.CHIEF, RT.PS, RT.WORKER, RT.EVALUATOR)
+        }
+
+    before, after = templates(2), templates(3)
+    assert [rt for rt in before if before[rt] != after[rt]] == [RT.CHIEF]

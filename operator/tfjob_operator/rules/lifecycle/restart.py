@@ -1,0 +1,130 @@
+"""A new pod template reaches every task of a job at once: which pods to delete, and when.
+
+The StatefulSets are `OnDelete` (`children.statefulset`): a new template (a resize changes
+TF_CONFIG in every replica type; a new image, a new env) reaches a pod only once the pod is
+deleted. Kubernetes' rolling update would replace the pods one at a time, each replica type on
+its own: the job would run a mix of old and new clusters, and a parameter-server chief would
+connect to parameter servers that then restart, and fail. The operator deletes every pod of an
+old revision, of every replica type, in one reconcile instead: every task gets SIGTERM at the
+same moment (the trainer saves the step it is on), and the new pods start together, with the
+new cluster, from that checkpoint.
+
+It judges only from what it knows for sure: each StatefulSet's current revision is the one its
+controller gives new pods (`status.updateRevision`) once that controller has seen its newest
+spec (`status.observedGeneration`), and only once the operator's view holds every StatefulSet
+as the operator last applied it (`Observation.applied`). Until then it deletes nothing, so a
+restart never takes one replica type now and another a moment later. It costs nothing while
+every pod is on its revision: it reads what the watches keep.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from tfjob_operator.api.spec import ReplicaType, TFJobSpec
+from tfjob_operator.rules import naming
+from tfjob_operator.rules import status as st
+from tfjob_operator.rules.lifecycle.observation import Observation
+from tfjob_operator.rules.lifecycle.stops import RESIZED, SAME_STOP, caused
+from tfjob_operator.rules.pods import PodObservation
+
+# The cause of a restart for a new template with the same replica counts (an image, an env).
+UPDATED = "Updated"
+
+
+@dataclass(frozen=True)
+class Restart:
+    """The pods to delete, all at once, and why (`status.lastStop`'s cause and message)."""
+
+    pods: tuple[PodObservation, ...]
+    cause: str
+    message: str
+
+    def stop(self, last: Mapping[str, Any] | None, now: datetime) -> dict[str, Any]:
+        """`status.lastStop` for this restart: `last` when it already records it (a reconcile
+        whose view does not show all the deletions yet, and so may count the old replicas
+        from fewer pods), else a new one."""
+        last = last or {}
+        began = st.parse_timestamp(last.get("time"))
+        if last.get("cause") == self.cause and began is not None and now - began <= SAME_STOP:
+            return dict(last)
+        return caused(self.cause, self.message, now)
+
+
+def revisions(job: str, spec: TFJobSpec, seen: Observation) -> dict[ReplicaType, str] | None:
+    """Each replica type's current template revision; None while any is not known for sure:
+    a StatefulSet the view shows older than the operator last applied it, or missing, or one
+    that Kubernetes' StatefulSet controller has not caught up with."""
+    by_name = {s.name: s for s in seen.statefulsets}
+    for name, generation in seen.applied.items():
+        s = by_name.get(name)
+        if s is None or s.generation < generation:
+            return None
+    current = {}
+    for rt in spec.replicas():
+        s = by_name.get(naming.replica_name(job, rt))
+        if s is None or not s.settled or not s.update_revision:
+            return None
+        current[rt] = s.update_revision
+    return current
+
+
+def _outdated(pod: PodObservation, current: Mapping[ReplicaType, str]) -> bool:
+    revision = current.get(pod.replica_type)
+    return bool(pod.revision) and revision is not None and pod.revision != revision
+
+
+def restart(job: str, spec: TFJobSpec, seen: Observation) -> Restart | None:
+    """Every pod of the job that is not on its StatefulSet's current revision, none already
+    being deleted, none on a node that stopped answering (`nodelost` deletes those); None
+    when there is none, or while the revisions are not known for sure (`revisions`). Only
+    for a job that runs: a finished or suspended one has no pod to restart."""
+    current = revisions(job, spec, seen)
+    if current is None:
+        return None
+    pods = tuple(
+        p for p in seen.pods if not p.deleting and p.lost_since is None and _outdated(p, current)
+    )
+    if not pods:
+        return None
+    new = {rt: rs.replicas for rt, rs in spec.replicas().items()}
+    old = _old_counts(new, [*seen.pods, *seen.surplus], current)
+    changed = [f"{rt.value} {old[rt]} → {n}" for rt, n in new.items() if old[rt] != n]
+    count = "1 pod restarts" if len(pods) == 1 else f"{len(pods)} pods restart together"
+    if changed:
+        message = f"{', '.join(changed)}: {count} with the new cluster"
+        return Restart(pods, RESIZED, message)
+    types = ", ".join(dict.fromkeys(p.replica_type.value for p in pods))
+    return Restart(pods, UPDATED, f"a new pod template for {types}: {count}")
+
+
+def _old_counts(
+    new: Mapping[ReplicaType, int],
+    pods: Sequence[PodObservation],
+    current: Mapping[ReplicaType, str],
+) -> dict[ReplicaType, int]:
+    """Each replica type's replica count before the change, as its pods of an old revision
+    show it (those past a smaller count are still going away as the restart begins); the
+    new count for a type that has none."""
+    old = dict(new)
+    for rt in new:
+        indexes = [p.index for p in pods if p.replica_type is rt and _outdated(p, current)]
+        if indexes:
+            old[rt] = max(indexes) + 1
+    return old
+
+
+def restarting(job: str, seen: Observation) -> frozenset[str]:
+    """The pods being deleted off an old revision: their exits end a restart, whatever the
+    code (a program that does not save on SIGTERM exits 143, or 137 once killed), and count
+    as no failure."""
+    current = {
+        rt: s.update_revision
+        for rt in ReplicaType
+        for s in seen.statefulsets
+        if s.name == naming.replica_name(job, rt) and s.update_revision
+    }
+    return frozenset(p.name for p in seen.pods if p.deleting and _outdated(p, current))

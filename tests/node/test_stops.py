@@ -1,0 +1,183 @@
+"""Stops on request on the real node, one running job through each in turn, in the middle of a
+long checkpoint interval: suspend and resume, the chief's pod deleted by hand, `kubectl drain`
+of the chief's pod and of a worker's, workers 2 → 3 (`tfjob scale`) → 1 (`kubectl patch`, as
+`kubectl edit` writes), and a `helm upgrade` of the operator, which touches no pod.
+
+Each stop must lose 0 steps: the chief saves at the step it is on and the next run restores
+exactly that step; no failure or restart is counted, and the job ends at its exact target.
+Each prints one `CHAOS` line (stop, steps lost, restarts, seconds from the stop to training
+again) for the chaos table of docs/development.md."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.node.helpers import (
+    POD_WAIT,
+    RESTORED,
+    STEP,
+    TRAIN_WAIT,
+    FollowedLog,
+    fast_job,
+    follow,
+    newest_step,
+    pod,
+    wait_ended,
+)
+from tfjob_protocol.stop import EXIT_STOPPED
+from tfjob_testbed.cli import tfjob_cli
+from tfjob_testbed.cluster import Cluster
+from tfjob_testbed.kube import wait_for
+from tfjob_testbed.node import Node
+
+pytestmark = pytest.mark.node
+JOB = "stops"
+CHIEF = f"{JOB}-chief-0"
+TARGET = 2000
+STOPPED = re.compile(r"stopped at step (\d+), saved \S*ckpt-(\d+)")
+# Long enough that no boundary falls between two stops: only the stop's own save keeps steps.
+INTERVAL = 5000
+# A worker drained alone waits this long for a chief that does not stop, then leaves.
+GRACE = 15
+TRAIN_BETWEEN = 60  # steps trained in each run before the next stop
+
+
+def report(stop: str, lost: int, restarts: int, back: float) -> None:
+    print(f"\nCHAOS stop={stop!r} steps_lost={lost} restarts={restarts} back_in_sec={back:.0f}")
+
+
+def labels(replica_type: str) -> str:
+    return f"tfjob.dev/job-name={JOB},tfjob.dev/replica-type={replica_type}"
+
+
+class Run:
+    """The job's chief, followed run after run."""
+
+    def __init__(self, cluster: Cluster, namespace: str) -> None:
+        self.cluster, self.namespace = cluster, namespace
+        self.log = follow(cluster, CHIEF, namespace)
+        self.stops = 0
+
+    def pod_uid(self) -> str:
+        return str(pod(self.cluster, CHIEF, self.namespace)["metadata"]["uid"])
+
+    def trained(self, steps: int) -> int:
+        """Until this run has trained `steps` past where it began; the step reached."""
+        begun = self.begun()
+        wait_for(lambda: newest_step(self.log.text) >= begun + steps, TRAIN_WAIT, "training")
+        return newest_step(self.log.text)
+
+    def begun(self) -> int:
+        restored = RESTORED.search(self.log.text)
+        return int(restored.group(2)) if restored else 0
+
+    def stop(
+        self, name: str, how: Callable[[], None], after: Callable[[], None] = lambda: None
+    ) -> None:
+        """Stop the job as `how` does, then `after` lets it go on; hold the stop to 0 steps lost
+        and the new run to that step."""
+        uid = self.pod_uid()
+        self.trained(TRAIN_BETWEEN)
+        stopped_at = time.monotonic()
+        how()
+        before = self.log.wait(POD_WAIT)
+        reached = newest_step(before)
+        saved = STOPPED.search(before)
+        assert saved, before[-3000:]
+        step = int(saved.group(1))
+        assert step == int(saved.group(2)) >= reached, (reached, saved.group(0))
+        after()
+        wait_for(lambda: self._new_run(uid), POD_WAIT, f"{CHIEF} running again")
+        self.log = FollowedLog(self.cluster, CHIEF, self.namespace)
+        wait_for(lambda: STEP.search(self.log.text), TRAIN_WAIT, "training again")
+        back = time.monotonic() - stopped_at
+        assert self.begun() == step, self.log.text[-3000:]
+        status = self.cluster.tfjob_status(JOB, self.namespace)
+        assert not status.get("failure") and status.get("restarts", 0) == 0, status
+        assert (status.get("lastStop") or {}).get("savedStep") == step, status
+        report(name, max(0, reached - step), status.get("restarts", 0), back)
+
+    def _new_run(self, uid: str) -> bool:
+        """A new pod, or a new container run in the same pod, is running."""
+        try:
+            current = pod(self.cluster, CHIEF, self.namespace)
+        except Exception:
+            return False
+        statuses = current.get("status", {}).get("containerStatuses") or []
+        running = any("running" in s.get("state", {}) for s in statuses)
+        return running and (current["metadata"]["uid"] != uid or _restarted(statuses))
+
+
+def _restarted(statuses: list[dict[str, Any]]) -> bool:
+    last = [s.get("lastState", {}).get("terminated") or {} for s in statuses]
+    return any(t.get("exitCode") == EXIT_STOPPED for t in last)
+
+
+def test_every_stop_on_request_loses_no_step(cluster: Cluster, node: Node, namespace: str) -> None:
+    job = fast_job(JOB, "mnist-ps", f"--steps={TARGET}", f"--checkpoint-every={INTERVAL}")
+    job["spec"].setdefault("runPolicy", {})["terminationGracePeriodSeconds"] = GRACE
+    cluster.apply(job, namespace)
+    run = Run(cluster, namespace)
+
+    def patch(body: dict[str, Any]) -> None:
+        cluster.kubectl("patch", "tfjob", JOB, "-n", namespace, "--type=merge",
+                        "-p", json.dumps(body))  # fmt: skip
+
+    def drain(replica_type: str) -> Callable[[], None]:
+        return lambda: cluster.kubectl(
+            "drain", node.name, f"--pod-selector={labels(replica_type)}", "--ignore-daemonsets",
+            "--delete-emptydir-data", "--timeout=120s",
+        )  # fmt: skip
+
+    def uncordon() -> None:
+        cluster.kubectl("uncordon", node.name)
+
+    def suspend(value: bool) -> Callable[[], None]:
+        return lambda: patch({"spec": {"runPolicy": {"suspend": value}}})
+
+    def delete_chief() -> None:
+        cluster.kubectl("delete", "pod", CHIEF, "-n", namespace, "--wait=false")
+
+    def scale_to_three() -> None:
+        done = tfjob_cli(cluster.kubeconfig, "scale", JOB, "--workers", "3", "-n", namespace)
+        assert done.returncode == 0, done.stderr
+
+    def one_worker() -> None:
+        patch({"spec": {"tfReplicaSpecs": {"Worker": {"replicas": 1}}}})
+
+    run.stop("suspended, then resumed", suspend(True), suspend(False))
+    run.stop("the chief's pod deleted by hand", delete_chief)
+    run.stop("kubectl drain of the chief's node (its pod)", drain("chief"), uncordon)
+    run.stop("workers 2 -> 3 (tfjob scale)", scale_to_three)
+    run.stop("workers 3 -> 1 (kubectl patch)", one_worker)
+
+    # A worker drained alone: the chief trains on and re-runs the worker's closures; the
+    # worker serves until its grace period nearly ends, waiting for a chief that does not stop.
+    chief_uid = run.pod_uid()
+    worker = f"{JOB}-worker-0"
+    worker_uid = _pod_uid(cluster, namespace, worker)
+    drain("worker")()
+    uncordon()
+    wait_for(
+        lambda: _pod_uid(cluster, namespace, worker) not in (None, worker_uid),
+        POD_WAIT,
+        "the worker made again",
+    )
+    assert run.pod_uid() == chief_uid
+
+    status = wait_ended(cluster, JOB, namespace, log=run.log)
+    log = run.log.wait()
+    assert [int(s) for s in STEP.findall(log)][-1] == TARGET, log[-3000:]
+    assert status.get("restarts", 0) == 0 and not status.get("failure"), status
+
+
+def _pod_uid(cluster: Cluster, namespace: str, name: str) -> str | None:
+    found = cluster.get("pods", "-n", namespace, "--field-selector", f"metadata.name={name}")
+    items = found["items"]
+    return str(items[0]["metadata"]["uid"]) if items else None
