@@ -34,12 +34,12 @@ from tfjob_protocol.stop import EXIT_STOPPED
 from tfjob_testbed.cli import tfjob_cli
 from tfjob_testbed.cluster import Cluster
 from tfjob_testbed.kube import wait_for
-from tfjob_testbed.node import Node
+from tfjob_testbed.node import NODE_NAME
 
 pytestmark = pytest.mark.node
 JOB = "stops"
 CHIEF = f"{JOB}-chief-0"
-TARGET = 2000
+TARGET = 8000  # the chief trains about 150 steps a second: the last run ends well after
 STOPPED = re.compile(r"stopped at step (\d+), saved \S*ckpt-(\d+)")
 # Long enough that no boundary falls between two stops: only the stop's own save keeps steps.
 INTERVAL = 5000
@@ -95,7 +95,11 @@ class Run:
         after()
         wait_for(lambda: self._new_run(uid), POD_WAIT, f"{CHIEF} running again")
         self.log = FollowedLog(self.cluster, CHIEF, self.namespace)
-        wait_for(lambda: STEP.search(self.log.text), TRAIN_WAIT, "training again")
+        try:
+            wait_for(lambda: STEP.search(self.log.text), TRAIN_WAIT, "training again")
+        except AssertionError as e:
+            status = self.cluster.tfjob_status(JOB, self.namespace)
+            raise AssertionError(f"{e}\n{self.log.text[-3000:]}\n{status}") from None
         back = time.monotonic() - stopped_at
         assert self.begun() == step, self.log.text[-3000:]
         status = self.cluster.tfjob_status(JOB, self.namespace)
@@ -119,7 +123,7 @@ def _restarted(statuses: list[dict[str, Any]]) -> bool:
     return any(t.get("exitCode") == EXIT_STOPPED for t in last)
 
 
-def test_every_stop_on_request_loses_no_step(cluster: Cluster, node: Node, namespace: str) -> None:
+def test_every_stop_on_request_loses_no_step(cluster: Cluster, namespace: str) -> None:
     job = fast_job(JOB, "mnist-ps", f"--steps={TARGET}", f"--checkpoint-every={INTERVAL}")
     job["spec"].setdefault("runPolicy", {})["terminationGracePeriodSeconds"] = GRACE
     cluster.apply(job, namespace)
@@ -129,14 +133,14 @@ def test_every_stop_on_request_loses_no_step(cluster: Cluster, node: Node, names
         cluster.kubectl("patch", "tfjob", JOB, "-n", namespace, "--type=merge",
                         "-p", json.dumps(body))  # fmt: skip
 
-    def drain(replica_type: str) -> Callable[[], None]:
+    def drain(selector: str) -> Callable[[], None]:
         return lambda: cluster.kubectl(
-            "drain", node.name, f"--pod-selector={labels(replica_type)}", "--ignore-daemonsets",
+            "drain", NODE_NAME, f"--pod-selector={selector}", "--ignore-daemonsets",
             "--delete-emptydir-data", "--timeout=120s",
         )  # fmt: skip
 
     def uncordon() -> None:
-        cluster.kubectl("uncordon", node.name)
+        cluster.kubectl("uncordon", NODE_NAME)
 
     def suspend(value: bool) -> Callable[[], None]:
         return lambda: patch({"spec": {"runPolicy": {"suspend": value}}})
@@ -153,23 +157,26 @@ def test_every_stop_on_request_loses_no_step(cluster: Cluster, node: Node, names
 
     run.stop("suspended, then resumed", suspend(True), suspend(False))
     run.stop("the chief's pod deleted by hand", delete_chief)
-    run.stop("kubectl drain of the chief's node (its pod)", drain("chief"), uncordon)
-    run.stop("workers 2 -> 3 (tfjob scale)", scale_to_three)
-    run.stop("workers 3 -> 1 (kubectl patch)", one_worker)
-
-    # A worker drained alone: the chief trains on and re-runs the worker's closures; the
+    run.stop("kubectl drain of the chief's node (its pod)", drain(labels("chief")), uncordon)
+    # A worker drained alone: the chief trains on and runs the worker's closures elsewhere; the
     # worker serves until its grace period nearly ends, waiting for a chief that does not stop.
-    chief_uid = run.pod_uid()
-    worker = f"{JOB}-worker-0"
+    chief_uid, worker = run.pod_uid(), f"{JOB}-worker-1"
     worker_uid = _pod_uid(cluster, namespace, worker)
-    drain("worker")()
+    drained = time.monotonic()
+    drain(f"{labels('worker')},apps.kubernetes.io/pod-index=1")()
     uncordon()
     wait_for(
-        lambda: _pod_uid(cluster, namespace, worker) not in (None, worker_uid),
+        lambda: _running_uid(cluster, namespace, worker) not in (None, worker_uid),
         POD_WAIT,
         "the worker made again",
     )
-    assert run.pod_uid() == chief_uid
+    status = cluster.tfjob_status(JOB, namespace)
+    assert run.pod_uid() == chief_uid and STEP.search(run.log.text)
+    assert (status.get("lastStop") or {}).get("cause") == "Disrupted", status
+    report("kubectl drain of a worker's node (its pod)", 0, status.get("restarts", 0),
+           time.monotonic() - drained)  # fmt: skip
+    run.stop("workers 2 -> 3 (tfjob scale)", scale_to_three)
+    run.stop("workers 3 -> 1 (kubectl patch)", one_worker)
 
     status = wait_ended(cluster, JOB, namespace, log=run.log)
     log = run.log.wait()
@@ -181,3 +188,14 @@ def _pod_uid(cluster: Cluster, namespace: str, name: str) -> str | None:
     found = cluster.get("pods", "-n", namespace, "--field-selector", f"metadata.name={name}")
     items = found["items"]
     return str(items[0]["metadata"]["uid"]) if items else None
+
+
+def _running_uid(cluster: Cluster, namespace: str, name: str) -> str | None:
+    """The uid of the pod named `name` once its container runs."""
+    found = cluster.get("pods", "-n", namespace, "--field-selector", f"metadata.name={name}")
+    running = [
+        p
+        for p in found["items"]
+        if any("running" in s.get("state", {}) for s in p["status"].get("containerStatuses") or [])
+    ]
+    return str(running[0]["metadata"]["uid"]) if running else None

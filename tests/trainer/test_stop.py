@@ -104,3 +104,19 @@ def test_a_server_whose_chief_does_not_save_leaves_as_its_grace_period_ends(make
     assert waited >= 6 - 3, waited  # it served on, until the grace period's margin
     assert job.wait("chief-0", 120).popen.returncode == EXIT_PEER_LOST
     assert saved_step(job.termination_log("ps-0").read_text()) is None
+
+
+def test_a_worker_stopped_alone_leaves_and_the_chief_trains_on(make_job):
+    """A parameter-server worker asked to stop while its chief trains on (its node drained)
+    serves a short while, for a chief that might be stopping too, then leaves; the chief runs
+    its closures on the other worker."""
+    job = make_job(
+        {"chief": 1, "ps": 1, "worker": 2}, "--strategy=parameter-server", "--steps=100000"
+    )
+    job.start_all()
+    wait_for_step(job, "chief-0", 100)
+    job.kill("worker-1", signal.SIGTERM)
+    assert job.wait("worker-1", 60).popen.returncode == EXIT_STOPPED
+    assert job.procs["chief-0"].popen.poll() is None, job.procs["chief-0"].tail()
+    reached = wait_for_step(job, "chief-0", 0)
+    wait_for_step(job, "chief-0", reached + 100)  # on the other worker alone

@@ -20,9 +20,10 @@ from typing import Any, NoReturn
 from .stopping import STOP, wait_for_chief
 
 
-def serve_until_stopped(server: Any, chief: str | None) -> NoReturn:
+def serve_until_stopped(server: Any, chief: str | None, linger: float | None = None) -> NoReturn:
     """Keep `server` (its threads do the work) until SIGTERM, then until `chief` ("host:port",
-    the task that saves the variables this one holds; None: nobody) is gone."""
+    the task that saves the variables this one holds; None: nobody) is gone, for at most
+    `linger` seconds (None: the grace period)."""
     STOP.defer()
     wake, woken = os.pipe()
     os.set_blocking(woken, False)
@@ -30,5 +31,5 @@ def serve_until_stopped(server: Any, chief: str | None) -> NoReturn:
     while server is not None:
         os.read(wake, 1)  # back in Python: the pending handler runs now
         if STOP.requested:
-            wait_for_chief(chief)
+            wait_for_chief(chief, linger)
     raise AssertionError("unreachable")

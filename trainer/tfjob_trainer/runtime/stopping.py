@@ -3,9 +3,10 @@ ends a task only once the job's state is saved, at the step it is on.
 
 Until a training loop says it saves (`STOP.defer()`), SIGTERM ends the task at once: nothing
 of this task's is lost. Afterwards the handler only sets a flag; the loop reads it at its next
-step boundary, saves, and calls `leave(step)`. Serving tasks (parameter servers, and the
-workers of a parameter-server job) keep serving until the chief, which saves from them, is
-gone, or until the pod's grace period nearly ends (`ENV_GRACE_PERIOD`).
+step boundary, saves, and calls `leave(step)`. Serving tasks keep serving until the chief,
+which saves from them, is gone, or until the pod's grace period nearly ends
+(`ENV_GRACE_PERIOD`): parameter servers, which hold the variables, and for a short while the
+workers of a parameter-server job, whose closures in flight the chief lets finish.
 
 Every exit on request has code `EXIT_STOPPED` and a termination message naming the step saved,
 which the operator reads: no failure under any restart policy.
@@ -18,6 +19,7 @@ reached no Python code at all.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import socket
@@ -97,14 +99,16 @@ def _write_termination_message(text: str) -> None:
         log.warning("cannot write the termination message to %s: %s", path, e)
 
 
-def wait_for_chief(chief: str | None) -> NoReturn:
+def wait_for_chief(chief: str | None, linger: float | None = None) -> NoReturn:
     """A serving task asked to stop: serve on until `chief` ("host:port") no longer accepts
     connections (it saved from this task and left, or it is not there), or the grace period
-    nearly ends; then leave."""
+    nearly ends, or `linger` seconds have passed; then leave."""
     deadline = STOP.deadline()
+    if linger is not None and STOP.at is not None:
+        deadline = min(deadline or math.inf, STOP.at + linger)
     while chief is not None and _accepts(chief):
         if deadline is not None and time.monotonic() >= deadline:
-            log.warning("the chief is still up as the grace period ends; leaving")
+            log.info("the chief is still up; leaving")
             break
         time.sleep(POLL_SECS)
     leave(None)

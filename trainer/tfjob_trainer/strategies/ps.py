@@ -10,6 +10,7 @@ restart resumes from the checkpoint.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 import time
@@ -53,8 +54,10 @@ def run(opts: Options, files: Files | None, task: Task | None) -> Result | None:
             start=True,
         )
         log.info("%s %d serving on %s", task.type, task.index, server.target)
-        # Asked to stop, it serves on while the chief saves the variables it holds.
-        serve_until_stopped(server, task.chief_address)
+        # Asked to stop, a parameter server serves on while the chief saves the variables it
+        # holds; a worker only while the chief may still wait for its closures.
+        linger = None if task.type == "ps" else WORKER_LINGER_SECS
+        serve_until_stopped(server, task.chief_address, linger)
         return None
     assert files is not None or not opts.builtin_input
     _wait_listening(task, opts.peer_timeout)
@@ -153,6 +156,39 @@ def settle(step: tf.Variable, scheduled: int) -> int:
 
 
 SAVE_TRIES = 3
+# A worker asked to stop serves this long (unless its chief is gone first): every pod of a
+# preempted job gets SIGTERM at once, and the chief lets the closures in flight finish
+# (FINISH_SECS) before it saves. A worker stopped alone (its node drained) leaves after it,
+# and the chief runs its closures elsewhere.
+WORKER_LINGER_SECS = 10.0
+FINISH_SECS = 5.0
+
+
+def stop_and_save(
+    coordinator: tf.distribute.coordinator.ClusterCoordinator,
+    step: tf.Variable,
+    scheduled: int,
+    ckpts: Checkpoints,
+) -> None:
+    """A stop on request: nothing more is scheduled; the closures in flight finish if their
+    workers are still there (within FINISH_SECS), then the step they count is saved from the
+    parameter servers and the chief leaves. A closure that did not finish is not counted (its
+    updates, partly applied, are trained again after the restart, as a re-run closure's are),
+    so the step saved is the step the variables hold."""
+    deadline = time.monotonic() + FINISH_SECS
+    finished = False
+    with contextlib.suppress(*PEER_LOST):
+        while not (finished := coordinator.done()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    if finished:
+        settle(step, scheduled)
+    elif int(step.numpy()) > scheduled:
+        step.assign(scheduled)
+    final = int(step.numpy())
+    save_checkpoint(ckpts)
+    log.info("stopped at step %d, saved %s; a restart resumes from step %d",
+             final, ckpts.latest, final)  # fmt: skip
+    leave(final)
 
 
 def save_checkpoint(ckpts: Checkpoints) -> str:
@@ -219,13 +255,11 @@ def coordinate(
     scheduled, loss, metrics, elapsed = schedule_steps(
         opts, coordinator, train_steps, iterator, t, step, ckpts, progress, start_step, watchdog
     )
+    if scheduled < opts.steps:  # stopped on request
+        stop_and_save(coordinator, step, scheduled, ckpts)
     final = settle(step, scheduled)
     if not ckpts.latest.endswith(f"-{final}"):  # not saved at this step by the loop
         save_checkpoint(ckpts)
-    if scheduled < opts.steps:  # stopped on request, every closure joined and saved
-        log.info("stopped at step %d, saved %s; a restart resumes from step %d",
-                 final, ckpts.latest, final)  # fmt: skip
-        leave(final)
     if start_step >= opts.steps:
         log.info("already trained to step %d; nothing to do", start_step)
     trained = final - start_step
@@ -305,7 +339,7 @@ def schedule_steps(
     started = time.perf_counter()
     if watchdog is not None:
         watchdog.start()
-    STOP.defer()  # the parameter servers and workers serve on until this task has saved
+    STOP.defer()  # the parameter servers serve on until this task has saved
     while scheduled < opts.steps and not STOP.requested:
         n = min(opts.per_call(one_device=False), opts.steps - scheduled)
         remote = coordinator.schedule(train_steps, args=(iterator, n))
@@ -321,6 +355,8 @@ def schedule_steps(
             coordinator.join()
             settle(step, scheduled)
             save_checkpoint(ckpts)
+    if scheduled < opts.steps:
+        return scheduled, loss, metrics, time.perf_counter() - started  # stopped: no join
     coordinator.join()
     if watchdog is not None:
         watchdog.stop()
