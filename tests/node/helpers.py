@@ -9,7 +9,7 @@ import subprocess
 import threading
 from typing import Any
 
-from tfjob_testbed.cluster import Cluster
+from tfjob_testbed.cluster import CHART, NAMESPACE, RELEASE, Cluster
 from tfjob_testbed.jobs import example
 from tfjob_testbed.kube import wait_for
 
@@ -23,6 +23,8 @@ FAST += [f"--checkpoint-every={CHECKPOINT_EVERY}"]
 STEP = re.compile(r"^step (\d+)\b", re.MULTILINE)
 SAVED = re.compile(r"saved \S*ckpt-(\d+) at step (\d+)")
 RESTORED = re.compile(r"restored \S*ckpt-(\d+) at step (\d+)")
+# A stop on request: the trainer saved at the step it was on (runtime/stopping.py).
+STOPPED = re.compile(r"stopped at step (\d+), saved \S*ckpt-(\d+)")
 
 
 def fast_job(name: str, file: str = "mnist-ps", *more: str) -> dict[str, Any]:
@@ -225,3 +227,14 @@ def has_exited(cluster: Cluster, pod_: str, namespace: str) -> bool:
     """Whether the pod's tensorflow container has ended at least once."""
     c = container(pod(cluster, pod_, namespace))
     return "terminated" in c.get("state", {}) or "terminated" in c.get("lastState", {})
+
+
+def helm_operator(cluster: Cluster, *sets: str) -> None:
+    """The operator's release as it is, with `sets`; returns once the new operator pods have
+    replaced the old ones."""
+    args = [a for s in sets for a in ("--set", s)]
+    cluster.helm(
+        "upgrade", RELEASE, str(CHART), "--namespace", NAMESPACE, "--reuse-values", *args,
+        "--wait", "--timeout", "5m",
+    )  # fmt: skip
+    cluster.kubectl("rollout", "status", "deployment", "--namespace", NAMESPACE, "--timeout=300s")

@@ -219,8 +219,9 @@ def test_worker_exit_1_under_never_fails_with_exit_code_and_pod(
 
 
 def test_worker_pod_deleted_mid_training(cluster: Cluster, namespace: str) -> None:
-    # 3000 steps: the job must outlast the replacement pod's start, even on a busy machine.
-    cluster.apply(fast_job("wdel", "mnist-ps", "--steps=3000"), namespace)
+    # 6000 steps: the job must outlast the deleted worker's linger (it serves for its chief a
+    # few seconds) and the replacement pod's start, even on a busy machine.
+    cluster.apply(fast_job("wdel", "mnist-ps", "--steps=6000"), namespace)
     chief = follow(cluster, "wdel-chief-0", namespace)
     wait_for(lambda: newest_step(chief.text) >= 100, TRAIN_WAIT, "the chief at step 100")
     before = pod(cluster, "wdel-worker-1", namespace)["metadata"]["uid"]
@@ -237,7 +238,7 @@ def test_worker_pod_deleted_mid_training(cluster: Cluster, namespace: str) -> No
     status = wait_ended(cluster, "wdel", namespace, log=chief)
     assert not status.get("failure"), status
     # The lost worker's closures run again, counted once: the exact target.
-    assert newest_step(chief.wait()) == 3000, chief.text[-2000:]
+    assert newest_step(chief.wait()) == 6000, chief.text[-2000:]
 
 
 @pytest.mark.parametrize("fault", ["leader-deleted", "leader-killed", "all-away"])
@@ -334,7 +335,7 @@ def test_cordoned_node_keeps_a_deleted_worker_pending_and_says_why(
     cluster: Cluster, namespace: str
 ) -> None:
     # One worker: without it the chief's training waits, so the job cannot end meanwhile.
-    job = fast_job("cordon", "mnist-ps", "--steps=1500")
+    job = fast_job("cordon", "mnist-ps", "--steps=6000")
     job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 1
     cluster.apply(job, namespace)
     chief = follow(cluster, "cordon-chief-0", namespace)
@@ -356,4 +357,4 @@ def test_cordoned_node_keeps_a_deleted_worker_pending_and_says_why(
         cluster.kubectl("uncordon", node)
     status = wait_ended(cluster, "cordon", namespace, log=chief)
     assert "waiting" not in status, status
-    assert newest_step(chief.wait()) == 1500, chief.text[-2000:]  # lost closures count once
+    assert newest_step(chief.wait()) == 6000, chief.text[-2000:]  # lost closures count once

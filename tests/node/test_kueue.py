@@ -17,15 +17,15 @@ import pytest
 import yaml
 
 from tests.node.helpers import (
-    CHECKPOINT_EVERY,
     POD_WAIT,
     RESTORED,
-    SAVED,
     STEP,
+    STOPPED,
     TRAIN_WAIT,
     assert_scaled_down,
     fast_job,
     follow,
+    helm_operator,
     newest_step,
     wait_ended,
     wait_halfway_past_a_checkpoint,
@@ -33,7 +33,7 @@ from tests.node.helpers import (
 from tfjob_operator.rules import kueue as rules
 from tfjob_operator.rules import status as st
 from tfjob_testbed import kueue
-from tfjob_testbed.cluster import CHART, NAMESPACE, RELEASE, Cluster
+from tfjob_testbed.cluster import NAMESPACE, Cluster
 from tfjob_testbed.kube import wait_for
 
 pytestmark = pytest.mark.node
@@ -58,17 +58,6 @@ FAIR_SHARING = {"admissionFairSharing": {"usageHalfLifeTime": "10m", "usageSampl
 RACK = "tfjob.dev/test-rack"
 HOSTNAME = "kubernetes.io/hostname"
 NO_IMAGE = "docker.io/tfjob-operator/no-such-image:0"
-
-
-def helm_operator(cluster: Cluster, *sets: str) -> None:
-    """The operator's release as it is, with `sets`; returns once the new operator pods have
-    replaced the old ones."""
-    args = [a for s in sets for a in ("--set", s)]
-    cluster.helm(
-        "upgrade", RELEASE, str(CHART), "--namespace", NAMESPACE, "--reuse-values", *args,
-        "--wait", "--timeout", "5m",
-    )  # fmt: skip
-    cluster.kubectl("rollout", "status", "deployment", "--namespace", NAMESPACE, "--timeout=300s")
 
 
 def create(cluster: Cluster, *bodies: dict[str, Any]) -> None:
@@ -289,7 +278,9 @@ def test_borrowing_job_preempted_by_another_team_resumes_on_another_flavor(
     cluster.apply(urgent, namespace)
     before = first.wait(POD_WAIT)
     reached = newest_step(before)
-    saved = max(int(m.group(2)) for m in SAVED.finditer(before))
+    # Saved at the step it was on as its pods were stopped, not at the last checkpoint.
+    saved = int(STOPPED.search(before).group(1))
+    assert saved >= reached, before[-3000:]
     preempted = next(
         c for c in cluster.get("events", "-n", namespace)["items"]
         if c["reason"] == "Preempted" and c["involvedObject"]["name"] == wl["metadata"]["name"]
@@ -311,12 +302,13 @@ def test_borrowing_job_preempted_by_another_team_resumes_on_another_flavor(
     restored = RESTORED.search(log)
     assert restored, log[-3000:]
     at = int(restored.group(2))
-    assert at >= saved, (saved, restored.group(0))
+    assert at == saved, (saved, restored.group(0))
     steps = [int(s) for s in STEP.findall(log)]
     assert steps and steps[0] > at and steps[-1] == 600, log[-3000:]
     lost = max(0, reached - at)
-    assert lost <= CHECKPOINT_EVERY, (reached, at)
+    assert lost == 0, (reached, at)
     assert status["restarts"] == 0 and not status.get("failure"), status
+    assert status["lastStop"]["cause"] == "Evicted" and status["lastStop"]["savedStep"] == at
     wait_ended(cluster, "urgent", namespace)
 
     # Finished: both Workloads say so, and neither queue holds anything.

@@ -11,7 +11,6 @@ again) for the chaos table of docs/development.md."""
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -22,10 +21,12 @@ from tests.node.helpers import (
     POD_WAIT,
     RESTORED,
     STEP,
+    STOPPED,
     TRAIN_WAIT,
     FollowedLog,
     fast_job,
     follow,
+    helm_operator,
     newest_step,
     pod,
     wait_ended,
@@ -40,7 +41,6 @@ pytestmark = pytest.mark.node
 JOB = "stops"
 CHIEF = f"{JOB}-chief-0"
 TARGET = 8000  # the chief trains about 150 steps a second: the last run ends well after
-STOPPED = re.compile(r"stopped at step (\d+), saved \S*ckpt-(\d+)")
 # Long enough that no boundary falls between two stops: only the stop's own save keeps steps.
 INTERVAL = 5000
 # A worker drained alone waits this long for a chief that does not stop, then leaves.
@@ -178,6 +178,17 @@ def test_every_stop_on_request_loses_no_step(cluster: Cluster, namespace: str) -
     run.stop("workers 2 -> 3 (tfjob scale)", scale_to_three)
     run.stop("workers 3 -> 1 (kubectl patch)", one_worker)
 
+    # The operator upgraded (its pods replaced, its settings changed): the job's pods are
+    # neither restarted nor replaced, and training goes on.
+    pods = _pods(cluster, namespace)
+    upgraded = time.monotonic()
+    helm_operator(cluster, "logLevel=debug")
+    reached = newest_step(run.log.text)
+    wait_for(lambda: newest_step(run.log.text) > reached, TRAIN_WAIT, "training on")
+    assert _pods(cluster, namespace) == pods
+    report("helm upgrade of the operator", 0, 0, time.monotonic() - upgraded)
+    helm_operator(cluster, "logLevel=info")
+
     status = wait_ended(cluster, JOB, namespace, log=run.log)
     log = run.log.wait()
     assert [int(s) for s in STEP.findall(log)][-1] == TARGET, log[-3000:]
@@ -188,6 +199,18 @@ def _pod_uid(cluster: Cluster, namespace: str, name: str) -> str | None:
     found = cluster.get("pods", "-n", namespace, "--field-selector", f"metadata.name={name}")
     items = found["items"]
     return str(items[0]["metadata"]["uid"]) if items else None
+
+
+def _pods(cluster: Cluster, namespace: str) -> dict[str, tuple[str, int]]:
+    """The job's pods: name -> (uid, restarts of the container)."""
+    found = cluster.get("pods", "-n", namespace, "-l", f"tfjob.dev/job-name={JOB}")["items"]
+    return {
+        p["metadata"]["name"]: (
+            p["metadata"]["uid"],
+            sum(s.get("restartCount", 0) for s in p["status"].get("containerStatuses") or []),
+        )
+        for p in found
+    }
 
 
 def _running_uid(cluster: Cluster, namespace: str, name: str) -> str | None:
