@@ -206,6 +206,8 @@ def test_worker_exit_1_under_never_fails_with_exit_code_and_pod(
     worker = job["spec"]["tfReplicaSpecs"]["Worker"]
     worker["restartPolicy"] = "Never"
     worker["template"]["spec"]["containers"][0].update(command=["python", "-c", script], args=[])
+    # Its sleeping worker 0, PID 1 with no SIGTERM handler, waits out the grace period.
+    job["spec"].setdefault("runPolicy", {})["terminationGracePeriodSeconds"] = 5
     cluster.apply(job, namespace)
     status = wait_ended(cluster, "never", namespace, want="Failed", timeout=POD_WAIT)
     assert status["failure"] == {

@@ -23,12 +23,22 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.node.helpers import FAST, POD_WAIT, TRAIN_WAIT, established
+from tests.node.helpers import (
+    FAST,
+    POD_WAIT,
+    RESTORED,
+    STOPPED,
+    TRAIN_WAIT,
+    established,
+    follow,
+    newest_step,
+)
 from tfjob_operator.api.spec import KUBEFLOW_GROUP, PLURAL, VERSION
 from tfjob_operator.rules import kubeflow as kf
 from tfjob_testbed import kubeflow_sdk
 from tfjob_testbed.cluster import CHART, Cluster
 from tfjob_testbed.images import app_version
+from tfjob_testbed.jobs import example
 from tfjob_testbed.kube import wait_for
 from tfjob_testbed.node import NodeError
 from tfjob_testbed.paths import ROOT
@@ -302,6 +312,58 @@ def test_training_sdk_drives_a_whole_job(
     deleted = kubeflow_sdk.run_script(SDK_DELETE, cluster.kubeconfig, [job, namespace]).result
     assert deleted == {"gone": True, "listed": []}
     wait_children_gone(cluster, job, namespace)
+
+
+# ---- the SDK resizes a running job ----------------------------------------------------------
+
+# `update_job` as a notebook resizes a job: a merge patch of the Worker replicas. Prints one
+# SDK-RESULT line with the replicas read back.
+SDK_RESIZE = """
+import json, os, sys
+
+from kubeflow.training import TrainingClient
+
+name, namespace, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
+client = TrainingClient(config_file=os.environ["KUBECONFIG"], namespace=namespace, job_kind="TFJob")
+client.update_job({"spec": {"tfReplicaSpecs": {"Worker": {"replicas": workers}}}}, name, namespace)
+got = client.get_job(name, namespace)
+print("SDK-RESULT " + json.dumps({rt: rs.replicas for rt, rs in got.spec.tf_replica_specs.items()}))
+"""
+
+
+def test_training_sdk_update_job_resizes_a_running_job_losing_no_step(
+    cluster: Cluster, kubeflow_operator: str, namespace: str
+) -> None:
+    """Workers 2 -> 3 through `update_job` mid-training: every task stops at once, the chief
+    saves the step it is on, and the new cluster resumes there and ends at the exact target."""
+    job, target = "sdk-resize", 6000
+    body = example("mnist-ps", job, [*FAST, f"--steps={target}", "--checkpoint-every=100000"])
+    body["apiVersion"] = API_VERSION
+    cluster.apply(body, namespace)
+    chief = f"{job}-chief-0"
+    first = follow(cluster, chief, namespace)
+    wait_for(lambda: newest_step(first.text) >= 100, TRAIN_WAIT, "the chief at step 100")
+    run = kubeflow_sdk.run_script(SDK_RESIZE, cluster.kubeconfig, [job, namespace, "3"])
+    assert run.result == {"Chief": 1, "PS": 1, "Worker": 3}, run.stdout[-2000:]
+    before = first.wait(POD_WAIT)
+    saved = STOPPED.search(before)
+    assert saved and int(saved.group(1)) >= newest_step(before), before[-3000:]
+    second = follow(cluster, chief, namespace)
+    status = wait_for(
+        lambda: (
+            (s := tfjob(cluster, job, namespace).get("status") or {}).get("completionTime") and s
+        ),
+        TRAIN_WAIT,
+        f"{job} finished",
+    )
+    log = second.wait()
+    restored = RESTORED.search(log)
+    assert restored and restored.group(2) == saved.group(1), log[-3000:]
+    assert newest_step(log) == target, log[-3000:]
+    assert not status.get("failure") and status.get("restarts", 0) == 0, status
+    assert status["lastStop"]["cause"] == "Resized", status
+    assert status["lastStop"]["savedStep"] == int(saved.group(1)), status
+    assert "Worker 2 → 3" in status["lastStop"]["message"], status
 
 
 # ---- b. a train_func job -------------------------------------------------------------------

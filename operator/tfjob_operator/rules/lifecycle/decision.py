@@ -276,9 +276,9 @@ def _run(
     it is stopped (suspended, or held by Kueue), or it runs: its lost pods counted, moved
     forward. (requeue, pods to delete)."""
     why = stopped(spec.run_policy.suspend, held, seen.queue, name)
-    put(status, "lastStop", last_stop(status, why, seen.pods + seen.departed, seen.now))
     # A pod deleted for a restart ends as the restart makes it end, whatever its exit code.
     ending = restarting(ref.name, seen)
+    put(status, "lastStop", last_stop(status, why, seen.pods + seen.departed, seen.now, ending))
     counted = [p for p in seen.pods if p.name not in ending]
     exits = account_exits(status.get("terminations", {}), counted, spec, stopped=why is not None)
     record(status, exits)

@@ -42,15 +42,23 @@ def caused(cause: str, message: str, now: datetime) -> dict[str, Any]:
 
 
 def last_stop(
-    status: st.Status, why: Condition | None, pods: Sequence[PodObservation], now: datetime
+    status: st.Status,
+    why: Condition | None,
+    pods: Sequence[PodObservation],
+    now: datetime,
+    restarting: frozenset[str] = frozenset(),
 ) -> dict[str, Any] | None:
     """`status.lastStop` after what this reconcile saw; `status` is read before its new exits
     are counted. `why`: the operator stops the job itself (suspended, held by Kueue); `pods`
-    include those deleted since the last reconcile (only their deletion showed their end)."""
+    include those deleted since the last reconcile (only their deletion showed their end);
+    `restarting`: pods the operator deletes for a restart (`restart`), whose deletion is its
+    own stop even when the status read here does not show that stop yet."""
     last = status.get("lastStop")
     if why is not None and pods and not st.is_true(status, st.Cond.SUSPENDED):
         last = caused(SUSPENDED if why.reason == st.Reason.SUSPENDED else EVICTED, why.message, now)
     for pod in pods:
+        if pod.name in restarting:
+            continue
         if why is None and pod.deleting and pod.lost_since is None and _new(pod, last):
             last = _deleted(pod, pod.deleted_at or now)
     steps = []

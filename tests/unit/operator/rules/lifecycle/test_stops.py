@@ -157,6 +157,16 @@ def test_deletions_that_begin_with_a_stop_join_it():
     assert last["time"] == st.timestamp(T0) and "mnist-chief-0" in last["message"]
 
 
+def test_a_restarts_deletions_are_never_another_cause_even_on_a_stale_status():
+    """The reconcile after a resize may read the status from before its own `Resized` write:
+    the pods it deletes for the restart are still that restart, not `PodDeleted`."""
+    chief = observe(deleting(pod("mnist", "chief", 0), T0))
+    assert stops.last_stop({}, None, [chief], T0, frozenset({chief.name})) is None
+    older = {"lastStop": stops.caused(stops.SUSPENDED, "suspended", T0 - timedelta(hours=1))}
+    kept = stops.last_stop(older, None, [chief], T0, frozenset({chief.name}))
+    assert kept == older["lastStop"]
+
+
 def test_a_drain_says_why_and_the_step_saved_once():
     run = Run(tfjob(replicas=SPEC))
     run.step(*running("mnist", SPEC))
