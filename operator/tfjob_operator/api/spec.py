@@ -159,8 +159,10 @@ class SchedulingPolicy(_Model):
 # before; a node gone longer holds back every other replica of the job (docs/lifecycle.md
 # argues it).
 NODE_LOST_TIMEOUT_SECONDS = 120
-# Kubernetes' own 30 s is short for a chief to save a large model on a stop (docs/lifecycle.md).
-TERMINATION_GRACE_PERIOD_SECONDS = 120
+# Kubernetes' own: a save of 100 million weights takes seconds (docs/lifecycle.md), and a task
+# that TensorFlow holds deaf to SIGTERM (one waiting for peers that are going) keeps its pod,
+# and a GPU, for this long.
+TERMINATION_GRACE_PERIOD_SECONDS = 30
 
 
 class RunPolicy(_Model):

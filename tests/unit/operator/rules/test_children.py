@@ -260,7 +260,7 @@ def test_what_the_operator_adds_is_not_silently_overridden(change, problem):
 @pytest.mark.parametrize(
     ("run_policy", "own", "grace"),
     [
-        ({}, None, 120),  # Kubernetes' 30 s is short for a chief to save
+        ({}, None, 30),  # Kubernetes' own
         ({"terminationGracePeriodSeconds": 300}, None, 300),
         ({"terminationGracePeriodSeconds": 300}, 45, 45),  # the template's own wins
         ({}, 0, 0),
