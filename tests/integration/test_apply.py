@@ -5,22 +5,13 @@ from __future__ import annotations
 import json
 import uuid
 
-import kubernetes
 import pytest
 
 from tfjob_operator.api.spec import parse_spec
-from tfjob_operator.controller.client import Kube
 from tfjob_operator.rules.children import JobRef, desired_children
 from tfjob_testbed.jobs import tfjob
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def kube(control_plane, monkeypatch) -> Kube:
-    monkeypatch.setenv("KUBECONFIG", str(control_plane.kubeconfig))
-    kubernetes.config.load_kube_config(config_file=str(control_plane.kubeconfig))
-    return Kube()
 
 
 def versions(core, apps, ns):

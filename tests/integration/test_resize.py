@@ -12,12 +12,10 @@ from __future__ import annotations
 import copy
 import json
 
-import kubernetes
 import pytest
 
 from tests.integration.helpers import CHILD_WAIT
 from tfjob_operator.api.spec import parse_spec
-from tfjob_operator.controller.client import Kube
 from tfjob_operator.rules import naming
 from tfjob_operator.rules.children import JobRef, desired_children
 from tfjob_testbed.cli import tfjob_cli
@@ -89,13 +87,6 @@ def test_a_resize_restarts_every_task_together_with_the_new_cluster(
     assert "failure" not in status
     one_line = tfjob_cli(control_plane.kubeconfig, "scale", name, "--workers", "3", "-n", ns)
     assert "has Worker 3 already" in one_line.stdout
-
-
-@pytest.fixture
-def kube(control_plane, monkeypatch) -> Kube:
-    monkeypatch.setenv("KUBECONFIG", str(control_plane.kubeconfig))
-    kubernetes.config.load_kube_config(config_file=str(control_plane.kubeconfig))
-    return Kube()
 
 
 def test_statefulsets_made_before_on_delete_switch_to_it_on_their_next_apply(kube, apps, ns):

@@ -336,7 +336,7 @@ def train(
         current = int(
             sess.run_step_fn(lambda step_context: step_context.session.run(g.global_step))
         )
-        start = int(restored.rsplit("-", 1)[1]) if restored else current
+        start = _step_of(restored) if restored else current
         log.info(
             "%s %d: replica %d of %d, starting at global step %d",
             task.type,
@@ -399,9 +399,14 @@ def stopped(task: Task, opts: Options) -> None:
     if not task.is_chief:
         wait_for_chief(task.chief_address)
     latest = tf.train.latest_checkpoint(str(opts.checkpoint_dir))
-    saved = int(latest.rsplit("-", 1)[1]) if latest else None
+    saved = _step_of(latest) if latest else None
     log.info("stopped at step %s, saved %s; a restart resumes from step %s", saved, latest, saved)
     leave(saved)
+
+
+def _step_of(checkpoint: str) -> int:
+    """The global step a TF1 checkpoint path is named by (`.../model.ckpt-1200`)."""
+    return int(checkpoint.rsplit("-", 1)[1])
 
 
 def _weights(sess: Any, g: _Graph) -> list[tuple[str, Any]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
+from typing import Any
 
 import kopf
 import pytest
@@ -82,23 +83,29 @@ class Queue:
         self.scheduled.append(key)
 
 
+def deleted(memo: kopf.Memo, plural: str, **more: Any) -> None:
+    """One DELETED event of a child of the job KEY, as kopf hands it to `owned_event`."""
+    asyncio.run(
+        handlers.owned_event(
+            type="DELETED",
+            namespace=KEY[0],
+            uid=f"uid-{plural}",
+            labels={naming.LABEL_JOB_NAME: KEY[1], **handlers.OURS},
+            resource=kopf.Resource("", "v1", plural),
+            memo=memo,
+            **more,
+            **INDEXES,
+        )
+    )
+
+
 def test_a_deleted_child_makes_the_leader_apply_its_job_again():
     """The deletion forgets what was applied and wakes the job; whether a reconcile is under
     way then is the reconciler's to handle (tests/unit/operator/controller/test_reconcile.py)."""
     reconciler, queue = Forgetting(), Queue()
     memo = kopf.Memo(reconciler=reconciler, elector=None, children=ChildChanges(), queue=queue)
     memo.shared = handlers._Shared()
-    asyncio.run(
-        handlers.owned_event(
-            type="DELETED",
-            namespace=KEY[0],
-            uid="uid-service",
-            labels={naming.LABEL_JOB_NAME: KEY[1], **handlers.OURS},
-            resource=kopf.Resource("", "v1", "services"),
-            memo=memo,
-            **INDEXES,
-        )
-    )
+    deleted(memo, "services")
     assert reconciler.forgotten == [KEY]
     assert queue.scheduled == [KEY]
 
@@ -116,18 +123,7 @@ def test_a_deleted_pod_is_handed_to_the_leader_as_it_last_was():
         elector = None if leading else type("Standby", (), {"leading": False})()
         memo = kopf.Memo(reconciler=Keeping(), elector=elector, children=ChildChanges())
         memo.queue, memo.shared = Queue(), handlers._Shared()
-        asyncio.run(
-            handlers.owned_event(
-                type="DELETED",
-                namespace=KEY[0],
-                uid="uid-pod",
-                labels={naming.LABEL_JOB_NAME: KEY[1], **handlers.OURS},
-                resource=kopf.Resource("", "v1", "pods"),
-                memo=memo,
-                body={"metadata": {"name": "mnist-worker-0"}},
-                **INDEXES,
-            )
-        )
+        deleted(memo, "pods", body={"metadata": {"name": "mnist-worker-0"}})
     assert seen == [(KEY, "mnist-worker-0")]
 
 
