@@ -3,8 +3,9 @@
 Event handlers are async: they run on the event loop, where the work queue lives.
 
 Every event only marks its TFJob for reconciliation (`workqueue.py`); the reconcile itself
-(`reconcile.py`) reads kopf's indexes, decides with pure functions and applies. These handlers
-keep no progress annotations and add no finalizers, so deleting a TFJob never waits for us.
+(`reconcile.py`) reads kopf's index of TFJobs and what the children's watches keep
+(`childwatch.py`), decides with pure functions and applies. These handlers keep no progress
+annotations and add no finalizers, so deleting a TFJob never waits for us.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import contextvars
 import dataclasses
 import logging
 import os
+from collections.abc import Hashable
 from typing import Any
 
 import kopf
@@ -21,6 +23,7 @@ import kopf
 from tfjob_operator.api import podtemplate
 from tfjob_operator.api.spec import GROUP, PLURAL, VERSION
 from tfjob_operator.controller import metrics
+from tfjob_operator.controller.childwatch import ChildWatches, Kind
 from tfjob_operator.controller.client import (
     STANDALONE_AGENT,
     Kube,
@@ -30,29 +33,31 @@ from tfjob_operator.controller.client import (
 from tfjob_operator.controller.config import OperatorConfig
 from tfjob_operator.controller.jobstate import JobKey
 from tfjob_operator.controller.leader import LeaderElector
-from tfjob_operator.controller.projections import ChildChanges, job_record
+from tfjob_operator.controller.projections import job_record
 from tfjob_operator.controller.ratelimit import TokenBucket
 from tfjob_operator.controller.reconcile import Reconciler
-from tfjob_operator.controller.workqueue import WorkQueue
+from tfjob_operator.controller.workqueue import Work, WorkQueue
 from tfjob_operator.rules import naming
 from tfjob_operator.rules.gang import Gang
-from tfjob_operator.rules.pods import PodObservation, observe
-from tfjob_operator.rules.statefulsets import StatefulSetObservation, observe_statefulset
+from tfjob_operator.rules.pods import observe
+from tfjob_operator.rules.statefulsets import observe_statefulset
 
 OURS = {naming.LABEL_MANAGED_BY: naming.MANAGED_BY}
 # Sent with every watch and list of children: the API server filters, so another tenant's
 # objects never reach the operator.
 OURS_SELECTOR = f"{naming.LABEL_MANAGED_BY}={naming.MANAGED_BY}"
-# What the operator watches besides TFJobs, (group, version, plural): the pods the rules read,
-# and every kind of child it makes, so that one deleted by someone else wakes its job and is
-# made again at once. With a gang scheduler, its PodGroups too (`watched`). (RBAC: list, watch.)
-OWNED = [
-    ("", "v1", "pods"),
-    ("apps", "v1", "statefulsets"),
-    ("", "v1", "services"),
-    ("", "v1", "persistentvolumeclaims"),
-    ("apps", "v1", "deployments"),  # the TensorBoard's (spec.tensorboard)
+# What the operator watches besides TFJobs (`childwatch.py`): the pods and StatefulSets the rules
+# read, and every other kind of child it makes, so that one deleted by someone else wakes its
+# job and is made again at once. With a gang scheduler, its PodGroups too, through kopf
+# (`watched`). (RBAC: list, watch.)
+CHILDREN = [
+    Kind("", "v1", "pods", "Pod", observe),
+    Kind("apps", "v1", "statefulsets", "StatefulSet", observe_statefulset),
+    Kind("", "v1", "services", "Service"),
+    Kind("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim"),
+    Kind("apps", "v1", "deployments", "Deployment"),  # the TensorBoard's (spec.tensorboard)
 ]
+OWNED = [(k.group, k.version, k.plural) for k in CHILDREN]
 # With --kueue: the jobs' Workloads, in the version Kueue prefers (v1beta2, else v1beta1).
 KUEUE_WORKLOADS = ("kueue.x-k8s.io", "workloads")
 # Initial lists (at start, and after a watch expires) come in pages of this many objects.
@@ -122,7 +127,6 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: 
     limiter = TokenBucket(config.api_qps, config.api_burst)
     election = config.leader_election
     memo.elector = None
-    memo.children = ChildChanges()
     memo.shared = _Shared()
     if election is None:
         kube = Kube(limiter=limiter, group=config.api_group)
@@ -139,8 +143,14 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: 
     memo.reconciler = Reconciler(
         kube, config.cluster_domain, gang=config.gang, queueing=config.queueing
     )
+    memo.watches = ChildWatches(
+        CHILDREN, lambda *event: _child_event(memo, *event), config.namespaces
+    )
+    memo.reconciler.pods = memo.watches.observations["pods"]
+    memo.reconciler.statefulsets = memo.watches.observations["statefulsets"]
     _use_indexes(memo.reconciler, kwargs)
-    memo.queue = WorkQueue(memo.reconciler)
+    memo.queue = WorkQueue(_once_listed(memo.watches, memo.reconciler))
+    memo.watches.start(settings)
     metrics.watch_states(memo.reconciler.states)
     if memo.elector is not None:
         memo.election_task = asyncio.get_running_loop().create_task(memo.elector.guarded())
@@ -167,9 +177,21 @@ def _exit_on_loss(why: str) -> None:
     os._exit(LOST_LEASE_EXIT)
 
 
+def _once_listed(watches: ChildWatches, reconciler: Reconciler) -> Work:
+    """The reconcile, once every child is known: before, a job would look as if its pods
+    were gone."""
+
+    async def work(key: Hashable) -> float | None:
+        await watches.listed.wait()
+        return await reconciler(key)  # type: ignore[arg-type]
+
+    return work
+
+
 @kopf.on.cleanup()
 async def stop(memo: kopf.Memo, **_: Any) -> None:
     memo.queue.close()
+    await memo.watches.stop()
     if memo.elector is not None:
         await memo.elector.stop()
 
@@ -209,28 +231,9 @@ async def tfjobs(
     return {(namespace, name): job_record(body)}
 
 
-@kopf.index("pods", labels=OURS)  # type: ignore[arg-type]
-async def tfjob_pods(
-    body: kopf.Body, namespace: str, labels: kopf.Labels, **_: Any
-) -> dict[JobKey, PodObservation] | None:
-    obs = observe(dict(body))
-    job = labels.get(naming.LABEL_JOB_NAME)
-    return {(namespace, job): obs} if obs is not None and job else None
-
-
-@kopf.index("apps", "v1", "statefulsets", labels=OURS)  # type: ignore[arg-type]
-async def tfjob_statefulsets(
-    body: kopf.Body, namespace: str, labels: kopf.Labels, **_: Any
-) -> dict[JobKey, StatefulSetObservation] | None:
-    obs = observe_statefulset(dict(body))
-    job = labels.get(naming.LABEL_JOB_NAME)
-    return {(namespace, job): obs} if obs is not None and job else None
-
-
 def _use_indexes(reconciler: Reconciler, kwargs: dict[str, Any]) -> None:
-    """kopf's live indexes, which every handler receives."""
-    reconciler.jobs, reconciler.pods = kwargs["tfjobs"], kwargs["tfjob_pods"]
-    reconciler.statefulsets = kwargs["tfjob_statefulsets"]
+    """kopf's live index of TFJobs, which every handler receives."""
+    reconciler.jobs = kwargs["tfjobs"]
 
 
 def _leading(memo: kopf.Memo) -> bool:
@@ -261,35 +264,35 @@ async def job_event(
     _wake(memo, key, kwargs)
 
 
-# Children the rules read, by plural: the index that keeps their observations.
-OBSERVED = {"pods": "tfjob_pods", "statefulsets": "tfjob_statefulsets"}
+def _child_event(
+    memo: kopf.Memo, plural: str, type: str, key: JobKey, body: dict[str, Any]
+) -> None:
+    """A child's event that may change its job's decision (`childwatch.py`) wakes the job; a
+    child deleted by someone else is made again on that wake-up. A standby has applied
+    nothing to forget; it reconciles nothing."""
+    if not _leading(memo):
+        return
+    if type == "DELETED" and plural == "pods":
+        memo.reconciler.pod_deleted(key, body)  # what a stopped pod said
+    elif type == "DELETED":
+        memo.reconciler.forget_children(key)
+    context = memo.shared.handler_context
+    if context is not None:  # else no job is known yet: their own events will come
+        context.run(memo.queue.schedule, key)
 
 
 async def owned_event(
-    type: str,
-    namespace: str,
-    uid: str,
-    labels: kopf.Labels,
-    resource: kopf.Resource,
-    memo: kopf.Memo,
-    **kwargs: Any,
+    type: str, namespace: str, labels: kopf.Labels, memo: kopf.Memo, **kwargs: Any
 ) -> None:
-    """A child wakes its job when what the rules read of it changed; a child deleted by
-    someone else is recreated on that wake-up."""
+    """A PodGroup (the gang scheduler's, watched through kopf) deleted by someone else wakes
+    its job, which makes it again."""
     job = labels.get(naming.LABEL_JOB_NAME)
-    if job is None:
+    if job is None or type != "DELETED":
         return
-    key, deleted = (namespace, job), type == "DELETED"
-    if deleted and resource.plural != "pods" and _leading(memo):
-        memo.reconciler.forget_children(key)  # a standby has applied nothing to forget
-    if deleted and resource.plural == "pods" and _leading(memo):
-        memo.reconciler.pod_deleted(key, dict(kwargs["body"]))  # what a stopped pod said
-    index = kwargs.get(OBSERVED.get(resource.plural, ""))
-    observation = (
-        None if index is None else next((o for o in index.get(key, ()) if o.uid == uid), None)
-    )
-    if memo.children.changed(uid, observation, deleted):
-        _wake(memo, key, kwargs)
+    key = (namespace, job)
+    if _leading(memo):
+        memo.reconciler.forget_children(key)
+    _wake(memo, key, kwargs)
 
 
 async def workload_event(
@@ -323,8 +326,6 @@ def register(group: str = GROUP, kueue: bool = False) -> None:
     _registered.append(group)
     kopf.index(group, VERSION, PLURAL, id="tfjobs")(tfjobs)  # type: ignore[arg-type]
     kopf.on.event(group, VERSION, PLURAL, id="job_event")(job_event)  # type: ignore[arg-type]
-    for resource in OWNED:
-        _watch_owned(*resource)
     if kueue:
         kopf.on.event(*KUEUE_WORKLOADS, labels=OURS, id="kueue-workloads")(workload_event)  # type: ignore[arg-type]
 

@@ -1,16 +1,14 @@
-"""What the operator keeps of the objects it watches between events, and which events of
-children are worth a reconcile.
+"""What the operator keeps of the TFJobs it watches between events.
 
 Memory follows what the rules read: a TFJob is kept as its identity, spec and status (no
 `managedFields`, no annotations such as kubectl's last-applied copy of the whole spec); pods
-and StatefulSets are kept as observations (`pods.observe`, `owned.observe_statefulset`).
-A child's event wakes its job only when its observation changed: a pod's conditions, IPs or
-resourceVersion moving on alone change nothing the rules read.
+and StatefulSets are kept as observations (`pods.observe`, `statefulsets.observe_statefulset`) by
+their watches (`childwatch.py`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from tfjob_operator.rules import kueue
@@ -36,30 +34,3 @@ def job_record(body: Mapping[str, Any]) -> dict[str, Any]:
         "spec": body.get("spec"),
         "status": body.get("status"),
     }
-
-
-class ChildChanges:
-    """The last observation of each child, by uid: an event whose observation equals the last
-    one changes no decision. Holds the same observation objects as the indexes."""
-
-    def __init__(self) -> None:
-        self._seen: dict[str, Hashable] = {}
-
-    def __len__(self) -> int:
-        return len(self._seen)
-
-    def changed(self, uid: str, observation: Hashable | None, deleted: bool = False) -> bool:
-        """Whether this event of a child may change its job's decision.
-
-        A deletion always may (a child to make again, a pod gone); a child the rules do not
-        read (`observation` None: Services, claims) otherwise never does.
-        """
-        if deleted:
-            self._seen.pop(uid, None)
-            return True
-        if observation is None:
-            return False
-        if self._seen.get(uid) == observation:
-            return False
-        self._seen[uid] = observation
-        return True

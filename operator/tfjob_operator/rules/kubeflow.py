@@ -6,15 +6,18 @@ and Service of ours carries them, whichever API group the operator serves.
 
 A StatefulSet's pods share one template, so what differs from pod to pod, the replica index
 (and the master role of worker 0 in a job without a Chief), is written on each pod once its
-container has started: `pod_label_patches`. A replica type that has at most one pod carries
-both in its template and costs no write.
+container has started: `pod_label_patches`. That is a write per pod, so it is made only for the
+jobs Kubeflow's clients look at, those of Kubeflow's own group (`per_pod_labels`); a pod of a
+`tfjob.dev` job is found by `tfjob.dev/replica-type` and Kubernetes' own
+`apps.kubernetes.io/pod-index`. A replica type that has at most one pod carries both in its
+template and costs no write.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from tfjob_operator.api.spec import ReplicaType
+from tfjob_operator.api.spec import KUBEFLOW_GROUP, ReplicaType
 
 PREFIX = "training.kubeflow.org"
 JOB_NAME = f"{PREFIX}/job-name"
@@ -42,6 +45,12 @@ def template_labels(job: str, rt: ReplicaType) -> dict[str, str]:
     if rt.is_chief_like:
         out[JOB_ROLE] = MASTER_ROLE
     return out
+
+
+def per_pod_labels(api_version: str) -> bool:
+    """Whether a job's pods get their own index and role labels: the jobs of Kubeflow's group,
+    which its SDK, Katib and the scripts written for them read."""
+    return api_version.partition("/")[0] == KUBEFLOW_GROUP
 
 
 def pod_labels(rt: ReplicaType, index: int, has_chief: bool) -> dict[str, str]:

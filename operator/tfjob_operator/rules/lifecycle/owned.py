@@ -56,6 +56,8 @@ def owned(
         ),
         has_chief,
     )
+    if not kubeflow.per_pod_labels(ref.api_version):
+        label_pods = []
     wanted = {c["metadata"]["name"] for c in made}
     delete += [
         (kind, s.name)

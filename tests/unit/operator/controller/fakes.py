@@ -129,9 +129,12 @@ class Cluster:
         self.loop.run_until_complete(self.loop.shutdown_default_executor())
         self.loop.close()
 
-    def create(self, name: str, namespace: str = "default", **spec: Any) -> JobKey:
+    def create(
+        self, name: str, namespace: str = "default", api_version: str = "", **spec: Any
+    ) -> JobKey:
         key = (namespace, name)
         body = tfjob(name, namespace, uid=f"uid-{namespace}-{name}", **spec)
+        body["apiVersion"] = api_version or body["apiVersion"]
         body["metadata"].update(generation=1, resourceVersion=self.kube.next_rv())
         self.kube.stored[key] = body
         self.deliver(key)

@@ -7,6 +7,7 @@ keeps the operator's API requests few."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,7 +15,6 @@ import kopf
 import pytest
 
 from tfjob_operator.controller import handlers
-from tfjob_operator.controller.projections import ChildChanges
 from tfjob_operator.rules import naming
 from tfjob_operator.rules.gang import Gang, Scheduler
 from tfjob_operator.rules.lifecycle import JobView, decide
@@ -23,7 +23,7 @@ from tfjob_testbed.jobs import tfjob
 NOW = datetime(2026, 11, 24, tzinfo=UTC)
 GANGS = [None, *(Gang(s) for s in Scheduler)]
 KEY = ("team-a", "mnist")
-INDEXES = {"tfjobs": {}, "tfjob_pods": {}, "tfjob_statefulsets": {}}  # kopf's, as handlers get them
+INDEXES = {"tfjobs": {}}  # kopf's, as handlers get them
 
 
 def every_child(gang: Gang | None) -> list[dict]:
@@ -83,31 +83,26 @@ class Queue:
         self.scheduled.append(key)
 
 
-def deleted(memo: kopf.Memo, plural: str, **more: Any) -> None:
-    """One DELETED event of a child of the job KEY, as kopf hands it to `owned_event`."""
-    asyncio.run(
-        handlers.owned_event(
-            type="DELETED",
-            namespace=KEY[0],
-            uid=f"uid-{plural}",
-            labels={naming.LABEL_JOB_NAME: KEY[1], **handlers.OURS},
-            resource=kopf.Resource("", "v1", plural),
-            memo=memo,
-            **more,
-            **INDEXES,
-        )
-    )
+def deleted(memo: kopf.Memo, plural: str, body: dict[str, Any] | None = None) -> None:
+    """One DELETED event of a child of the job KEY, as the children's watches hand it on."""
+    handlers._child_event(memo, plural, "DELETED", KEY, body or {"metadata": {}})
+
+
+def memo_of(reconciler: Any, elector: Any = None) -> kopf.Memo:
+    """What the handlers share, after a first TFJob event gave them a context to run in."""
+    memo = kopf.Memo(reconciler=reconciler, elector=elector, queue=Queue())
+    memo.shared = handlers._Shared(handler_context=contextvars.copy_context())
+    return memo
 
 
 def test_a_deleted_child_makes_the_leader_apply_its_job_again():
     """The deletion forgets what was applied and wakes the job; whether a reconcile is under
     way then is the reconciler's to handle (tests/unit/operator/controller/test_reconcile.py)."""
-    reconciler, queue = Forgetting(), Queue()
-    memo = kopf.Memo(reconciler=reconciler, elector=None, children=ChildChanges(), queue=queue)
-    memo.shared = handlers._Shared()
+    reconciler = Forgetting()
+    memo = memo_of(reconciler)
     deleted(memo, "services")
     assert reconciler.forgotten == [KEY]
-    assert queue.scheduled == [KEY]
+    assert memo.queue.scheduled == [KEY]
 
 
 def test_a_deleted_pod_is_handed_to_the_leader_as_it_last_was():
@@ -121,10 +116,20 @@ def test_a_deleted_pod_is_handed_to_the_leader_as_it_last_was():
 
     for leading in (True, False):
         elector = None if leading else type("Standby", (), {"leading": False})()
-        memo = kopf.Memo(reconciler=Keeping(), elector=elector, children=ChildChanges())
-        memo.queue, memo.shared = Queue(), handlers._Shared()
-        deleted(memo, "pods", body={"metadata": {"name": "mnist-worker-0"}})
+        deleted(memo_of(Keeping(), elector), "pods", {"metadata": {"name": "mnist-worker-0"}})
     assert seen == [(KEY, "mnist-worker-0")]
+
+
+def test_a_deleted_pod_group_wakes_its_job_through_kopf():
+    """PodGroups (a gang scheduler's CRD, which may come after the operator) stay with kopf."""
+    reconciler = Forgetting()
+    memo = memo_of(reconciler)
+    labels = {naming.LABEL_JOB_NAME: KEY[1], **handlers.OURS}
+    asyncio.run(
+        handlers.owned_event(type="DELETED", namespace=KEY[0], labels=labels, memo=memo, **INDEXES)
+    )
+    assert reconciler.forgotten == [KEY]
+    assert memo.queue.scheduled == [KEY]
 
 
 def test_no_kopf_handler_runs_on_a_clock_or_writes_progress():

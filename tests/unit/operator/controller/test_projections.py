@@ -1,11 +1,11 @@
-"""What the operator keeps of each watched object, and which child events wake a job."""
+"""What the operator keeps of each TFJob."""
 
 from __future__ import annotations
 
 import copy
 from datetime import UTC, datetime
 
-from tfjob_operator.controller.projections import JOB_METADATA, ChildChanges, job_record
+from tfjob_operator.controller.projections import JOB_METADATA, job_record
 from tfjob_operator.rules.lifecycle import JobView, decide
 from tfjob_operator.rules.pods import observe
 from tfjob_testbed.jobs import pod, tfjob
@@ -52,25 +52,6 @@ def test_the_rules_decide_the_same_on_the_record_as_on_the_whole_body():
     whole = decide(JobView.from_body(body), pods, NOW, "cluster.local")
     kept = decide(JobView.from_body(job_record(body)), pods, NOW, "cluster.local")
     assert kept == whole
-
-
-def test_a_child_wakes_its_job_only_when_its_observation_changes():
-    changes = ChildChanges()
-    running = observe(pod("mnist", "worker", 0))
-    assert changes.changed("u1", running, deleted=False), "first sight"
-    assert not changes.changed("u1", observe(pod("mnist", "worker", 0))), "same again"
-    exited = observe(pod("mnist", "worker", 0, state="terminated", exit_code=1))
-    assert changes.changed("u1", exited, deleted=False)
-    assert changes.changed("u1", None, deleted=True), "a deletion always wakes"
-    assert len(changes) == 0, "and is forgotten"
-    assert changes.changed("u1", exited, deleted=False), "a new pod of the same uid is news"
-
-
-def test_children_the_rules_do_not_read_wake_only_when_deleted():
-    changes = ChildChanges()
-    assert not changes.changed("svc", None, deleted=False)
-    assert changes.changed("svc", None, deleted=True)
-    assert len(changes) == 0
 
 
 def test_kopf_has_no_change_handler_to_need_a_diff_base():

@@ -116,8 +116,12 @@ def test_tensorboard_pods_are_not_job_pods_for_kubeflow_clients():
             )
 
 
-def test_a_decision_labels_the_pods_that_lack_it():
+@pytest.mark.parametrize("api_version", ["kubeflow.org/v1", "tfjob.dev/v1"])
+def test_a_decision_labels_the_pods_that_lack_it_in_kubeflows_group_only(api_version):
+    """A write per pod, for the clients that read it: Kubeflow's, which look at kubeflow.org
+    jobs only."""
     body = tfjob("mnist", replicas={"PS": 2, "Worker": 2})
+    body["apiVersion"] = api_version
     labelled = pod("mnist", "worker", 1)
     labelled["metadata"]["labels"][INDEX] = "1"
     # Not started yet: labelled once its container runs, not in the burst of the job's creation.
@@ -128,11 +132,11 @@ def test_a_decision_labels_the_pods_that_lack_it():
     assert decision.label_pods == [
         ("mnist-ps-0", "uid-mnist-ps-0", {INDEX: "0"}),
         ("mnist-worker-0", "uid-mnist-worker-0", {INDEX: "0", ROLE: "master"}),
-    ]
+    ] * (api_version == "kubeflow.org/v1")
 
 
 def test_each_pod_is_labelled_once(cluster: Cluster):
-    key = cluster.create("mnist", replicas={"Worker": 2})
+    key = cluster.create("mnist", replicas={"Worker": 2}, api_version="kubeflow.org/v1")
     cluster.running(key, 0, 1)
     cluster.reconcile(key)
     cluster.reconcile(key)  # the watch has not brought the labels yet
