@@ -15,12 +15,20 @@ from tfjob_operator.rules.pods import PodObservation
 from tfjob_operator.rules.statefulsets import StatefulSetObservation, lacking
 
 # A StatefulSet that still lacks pods after the grace period is looked at for FailedCreate
-# events, and again this often while it lacks them.
+# events, and again while it lacks them: first after CREATE_CHECK_SECONDS, then twice as long
+# each time up to CREATE_CHECK_MAX_SECONDS. A controller that makes a thousand jobs' pods for
+# minutes costs a few looks a job, not one every 10 s.
 CREATE_GRACE_SECONDS = 10.0
 CREATE_CHECK_SECONDS = 10.0
+CREATE_CHECK_MAX_SECONDS = 60.0
 # One list of a namespace's FailedCreate events serves every job there that looks within this
 # many seconds: 1000 jobs waiting on a slow controller cost one list, not 1000.
 FAILED_CREATE_SHARED_SECONDS = 2.0
+
+
+def pace(looks: int) -> float:
+    """Seconds from a job's last look to its next, after `looks` looks: 10, 20, 40, 60..."""
+    return min(CREATE_CHECK_SECONDS * 2 ** max(looks - 1, 0), CREATE_CHECK_MAX_SECONDS)
 
 
 @dataclass(frozen=True)
@@ -65,15 +73,14 @@ class FailedCreates:
         if job.create_check is None:
             job.create_check = CreateCheck(since=now, failures={})
         check = job.create_check
-        due = max(
-            check.since + CREATE_GRACE_SECONDS, (check.checked_at or 0.0) + CREATE_CHECK_SECONDS
-        )
+        due = max(check.since + CREATE_GRACE_SECONDS, (check.checked_at or 0.0) + pace(check.looks))
         if now < due:
             return check.failures, due - now
         listed = await self._namespace(key[0])
         failures = {c.name: listed[(c.name, c.uid)] for c in short if (c.name, c.uid) in listed}
-        job.create_check = CreateCheck(check.since, failures, checked_at=now)
-        return failures, CREATE_CHECK_SECONDS
+        looks = check.looks + 1
+        job.create_check = CreateCheck(check.since, failures, checked_at=now, looks=looks)
+        return failures, pace(looks)
 
     async def _namespace(self, namespace: str) -> dict[tuple[str, str], str]:
         """The namespace's FailedCreate messages by StatefulSet, from one list shared by every

@@ -41,6 +41,7 @@ class CreateCheck:
     since: float
     failures: dict[str, str]
     checked_at: float | None = None
+    looks: int = 0  # lists looked at so far
 
 
 @dataclass

@@ -39,6 +39,7 @@ from tfjob_operator.controller.jobstate import Failing, JobKey, JobState
 from tfjob_operator.controller.workloads import Workloads, seen
 from tfjob_operator.controller.workqueue import RetryableError
 from tfjob_operator.rules import handover
+from tfjob_operator.rules import status as st
 from tfjob_operator.rules.gang import Gang
 from tfjob_operator.rules.kueue.queue import Queueing, queue_label_patch
 from tfjob_operator.rules.lifecycle import Decision, JobView, decide
@@ -329,6 +330,10 @@ class Reconciler:
         delays = [
             d for d in (decision.requeue_after, recheck, counts_delay, conflict) if d is not None
         ]
+        if not delays and st.is_finished(decision.status):
+            # A finished job that waits for nothing is kept as its record in the index and
+            # what was written; its spec is parsed again if it is ever read again.
+            job.view = None
         return min(delays) if delays else None
 
     async def _apply_children(

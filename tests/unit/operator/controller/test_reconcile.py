@@ -171,6 +171,20 @@ def test_jobs_of_a_namespace_lacking_pods_share_one_failed_create_list(cluster):
     assert [c[1] for c in cluster.calls("failed_creates")] == ["a", "b", "a", "a"]
 
 
+def test_a_job_that_keeps_lacking_pods_looks_less_and_less_often(cluster):
+    """A controller-manager that makes many jobs' pods for minutes: a few looks a job."""
+    key = cluster.create("slow", "a", replicas={"Worker": 2})
+    cluster.lacking_workers(key, 2)
+    cluster.reconcile(key)
+    cluster.now += CREATE_GRACE_SECONDS
+    waits = []
+    for _ in range(5):
+        waits.append(cluster.reconcile(key))
+        cluster.now += waits[-1]
+    assert waits == [10.0, 20.0, 40.0, 60.0, 60.0]
+    assert len(cluster.calls("failed_creates")) == 5
+
+
 def test_a_failed_failed_create_list_is_not_shared(cluster):
     a1, a2 = (cluster.create(n, "a", replicas={"Worker": 1}) for n in ("j1", "j2"))
     for key in (a1, a2):
@@ -426,3 +440,19 @@ def test_a_restart_deletes_every_old_pod_at_once_once_after_the_status_that_says
     cluster.pods[key] = pods("a", deleting=True)
     cluster.reconcile(key)
     assert not cluster.calls("delete_pod")[3:] and not cluster.reconciler.state[key].restarted
+
+
+def test_a_finished_job_that_waits_for_nothing_keeps_no_parsed_spec(cluster):
+    """Memory follows live jobs: a finished job is its record in the index and what was
+    written; its spec is parsed again only if it is read again."""
+    key = cluster.create("done", replicas={"Worker": 1})
+    cluster.running(key, 0)
+    cluster.reconcile(key)
+    assert cluster.reconciler.state[key].view is not None
+    cluster.pods[key] = [observe(pod("done", "worker", 0, state="terminated", exit_code=0))]
+    cluster.reconcile(key)
+    cluster.pods[key] = []
+    while (delay := cluster.reconcile(key)) is not None:
+        cluster.now += delay
+    assert st.state(cluster.status(key)) == "Succeeded"
+    assert cluster.reconciler.state[key].view is None
