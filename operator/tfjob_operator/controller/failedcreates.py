@@ -28,7 +28,7 @@ FAILED_CREATE_SHARED_SECONDS = 2.0
 
 def pace(looks: int) -> float:
     """Seconds from a job's last look to its next, after `looks` looks: 10, 20, 40, 60..."""
-    return min(CREATE_CHECK_SECONDS * 2 ** max(looks - 1, 0), CREATE_CHECK_MAX_SECONDS)
+    return min(CREATE_CHECK_SECONDS * 2.0 ** max(looks - 1, 0), CREATE_CHECK_MAX_SECONDS)
 
 
 @dataclass(frozen=True)
