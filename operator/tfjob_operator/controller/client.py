@@ -91,12 +91,17 @@ def uses_kubeconfig() -> bool:
     return bool(os.environ.get("KUBECONFIG") or not os.environ.get("KUBERNETES_SERVICE_HOST"))
 
 
-def configure_client() -> None:
-    """Point the kubernetes client where a user expects: $KUBECONFIG first, else in-cluster."""
+def configure_client(connections: int | None = None) -> None:
+    """Point the kubernetes client where a user expects: $KUBECONFIG first, else in-cluster;
+    with `connections` kept open to the API server (one per thread that sends requests)."""
     if uses_kubeconfig():
         kubernetes.config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
     else:
         kubernetes.config.load_incluster_config()
+    if connections is not None:
+        config = kubernetes.client.Configuration.get_default_copy()
+        config.connection_pool_maxsize = connections
+        kubernetes.client.Configuration.set_default(config)
 
 
 class PoliteApiClient(kubernetes.client.ApiClient):

@@ -16,6 +16,7 @@ import dataclasses
 import logging
 import os
 from collections.abc import Hashable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import kopf
@@ -63,6 +64,9 @@ KUEUE_WORKLOADS = ("kueue.x-k8s.io", "workloads")
 # Initial lists (at start, and after a watch expires) come in pages of this many objects.
 LIST_PAGE = 500
 LOST_LEASE_EXIT = 3  # the exit status of a replica that lost the leader Lease
+# The API client is synchronous: its calls run in this many threads (asyncio's default is the
+# cores + 4, which leaves a burst of new jobs queued behind a few requests in flight).
+API_THREADS = 16
 
 
 def watched(gang: Gang | None) -> list[tuple[str, str, str]]:
@@ -120,7 +124,10 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: 
     settings.scanning.disabled = config.exact_namespaces
     settings.networking.request_timeout = 60
     settings.networking.enforce_retry_after = True  # a 429's Retry-After, as the server asks
-    configure_client()
+    configure_client(API_THREADS)
+    asyncio.get_running_loop().set_default_executor(
+        ThreadPoolExecutor(API_THREADS, thread_name_prefix="api")
+    )
     if config.metrics_port:
         metrics.serve(config.metrics_port)
     podtemplate.definitions()  # load Kubernetes' schema now, not in the first reconcile
