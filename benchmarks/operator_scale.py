@@ -11,7 +11,15 @@ agent), with the operator as its own process:
 4. `--idle` seconds with every job finished: the operator's requests (the target is none), CPU
    and RSS;
 5. the operator stopped, a bare client loop creates the same children for `--jobs` jobs on the
-   same API server: the floor.
+   same API server: the floor;
+6. (unless `--no-peer`; run between steps 4 and 5, so that no work the bare loop leaves to the
+   controller-manager falls into it) the same `--jobs` TFJobs in `kubeflow.org/v1`, through
+   Kubeflow's training-operator v1.9.4 (`tfjob_testbed.peer`) on its own CRD in namespace
+   `peer`, then through the operator with `--api-group kubeflow.org --namespace ours` on the
+   operator's CRD (which replaces Kubeflow's in place, as a user moving over does), one after
+   the other, each once the controller-manager has settled: from the first create until every
+   pod exists and then through the same lifecycle as step 3, the controller's CPU, RSS and
+   requests, and the CPU of kube-apiserver, kube-controller-manager and etcd.
 
 Then it prints tables, among them the operator's requests per job from create to Succeeded, by
 verb and resource. Run: `python benchmarks/operator_scale.py --jobs 1000`.
@@ -23,8 +31,10 @@ import argparse
 import json
 import os
 import statistics
+import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,10 +43,12 @@ from typing import Any
 import kubernetes
 from create_jobs import REPLICAS, add_qps_argument, create_at_once, pct, rss_mb, run_bare
 
-from tfjob_operator.api.spec import GROUP, PLURAL, VERSION
+from tfjob_operator.api.crd import crd
+from tfjob_operator.api.spec import GROUP, KUBEFLOW_GROUP, PLURAL, VERSION
 from tfjob_operator.rules import status as st
+from tfjob_testbed import peer
 from tfjob_testbed.controlplane import AUDIT_EVERYTHING, ControlPlane, ensure_binaries
-from tfjob_testbed.jobs import container_status
+from tfjob_testbed.jobs import container_status, tfjob
 from tfjob_testbed.kube import Kubectl, wait_for
 from tfjob_testbed.operator import OperatorProcess
 from tfjob_testbed.paths import scratch_dir
@@ -48,6 +60,7 @@ PODS_PER_JOB = sum(REPLICAS.values())
 # agent (kopf's said `kopf/` before they were made one).
 OPERATOR_AGENTS = ("tfjob-operator/", "kopf/")
 TICK = os.sysconf("SC_CLK_TCK")
+VERSION_PEER = peer.version().removeprefix("v")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -58,28 +71,30 @@ def cpu_seconds(pid: int) -> float:
 
 @dataclass
 class Audit:
-    """The operator's requests in the audit log, read from a byte offset on."""
+    """One client's requests in the audit log (the operator's unless `agents` says otherwise),
+    read from a byte offset on."""
 
     path: Path
-    offset: int = 0
+    agents: tuple[str, ...] = OPERATOR_AGENTS
 
     def mark(self) -> int:
         return self.path.stat().st_size if self.path.exists() else 0
 
     def requests(self, start: int, end: int | None = None) -> list[dict[str, Any]]:
-        """The operator's requests logged between two marks, one entry per request."""
+        """The client's requests logged between two marks, one entry per request."""
         seen: dict[str, dict[str, Any]] = {}
+        needles = [a.encode() for a in self.agents]
         with self.path.open("rb") as f:
             f.seek(start)
             data = f.read() if end is None else f.read(end - start)
         for line in data.splitlines():
-            if b"tfjob-operator/" not in line and b"kopf/" not in line:
+            if not any(n in line for n in needles):
                 continue
             try:
                 event = json.loads(line)
             except ValueError:
                 continue  # a line still being written
-            if str(event.get("userAgent", "")).startswith(OPERATOR_AGENTS):
+            if str(event.get("userAgent", "")).startswith(self.agents):
                 seen.setdefault(event["auditID"], event)
         return list(seen.values())
 
@@ -110,23 +125,29 @@ class Sample:
         return {"wall": wall, "cpu": cpu, "rss": rss, "peak": peak}
 
 
-def states(custom: kubernetes.client.CustomObjectsApi, ns: str) -> Counter[str]:
-    items = custom.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)["items"]
+def states(custom: kubernetes.client.CustomObjectsApi, ns: str, group: str = GROUP) -> Counter[str]:
+    items = custom.list_namespaced_custom_object(group, VERSION, ns, PLURAL)["items"]
     return Counter(st.state(i.get("status") or {}) for i in items)
 
 
-def wait_states(custom, namespaces: dict[str, int], state: str, timeout: float) -> None:
+def wait_states(
+    custom, namespaces: dict[str, int], state: str, timeout: float, group: str = GROUP
+) -> None:
     def all_there() -> bool:
-        return all(states(custom, ns)[state] == n for ns, n in namespaces.items())
+        return all(states(custom, ns, group)[state] == n for ns, n in namespaces.items())
 
     wait_for(all_there, timeout, f"every job {state}", interval=2.0)
 
 
 def report_pods(
-    core: kubernetes.client.CoreV1Api, namespaces: dict[str, int], only: str = "", **cs: Any
+    core: kubernetes.client.CoreV1Api,
+    namespaces: dict[str, int],
+    only: str = "",
+    phase: str = "Running",
+    **cs: Any,
 ) -> None:
     """Report the container of every pod (whose name ends with `only`) as
-    `container_status(**cs)` says, as a kubelet would."""
+    `container_status(**cs)` says, and the pod in `phase`, as a kubelet would."""
 
     def count(ns: str) -> int:
         """Pods in a namespace, without listing them all (which loads the API server)."""
@@ -141,7 +162,7 @@ def report_pods(
         todo += [(ns, p) for p in names if p.endswith(only)]
     body = {
         "status": {
-            "phase": "Running",
+            "phase": phase,
             "podIP": "10.0.0.1",
             "containerStatuses": [container_status(**cs)],
         }
@@ -151,7 +172,7 @@ def report_pods(
 
 
 def wait_quiet(audit: Audit, since: int, quiet: float, timeout: float) -> None:
-    """Until the operator has sent nothing for `quiet` seconds (it is done with the jobs); reads
+    """Until the client has sent nothing for `quiet` seconds (it is done with the jobs); reads
     only what the log gained since the last look."""
     last = {"offset": since, "at": time.monotonic()}
 
@@ -162,7 +183,7 @@ def wait_quiet(audit: Audit, since: int, quiet: float, timeout: float) -> None:
         last["offset"] = end
         return now - last["at"] >= quiet
 
-    wait_for(settled, timeout, "the operator to fall quiet", interval=1.0)
+    wait_for(settled, timeout, f"{audit.agents[0]} to fall quiet", interval=1.0)
 
 
 def table(title: str, rows: list[tuple[str, str]]) -> None:
@@ -178,6 +199,7 @@ def per_job_table(
     events: list[dict[str, Any]],
     namespaces: dict[str, int],
     span: str = "from create to Succeeded and scaled down",
+    who: str = "Operator",
 ) -> None:
     """Requests per job by verb and resource: those on the jobs' namespaces, per job; the
     cluster-wide ones (watches, lists) as counts."""
@@ -190,7 +212,7 @@ def per_job_table(
             scoped[what(e)] += 1
         elif ns is None:
             wide[what(e)] += 1
-    print(f"\nOperator requests {span} ({jobs} jobs)")
+    print(f"\n{who} requests {span} ({jobs} jobs)")
     print(f"{'verb':<8} | {'resource':<24} | {'total':>6} | per job")
     print(f"{'-' * 8}-|-{'-' * 24}-|-{'-' * 6}-|--------")
     for (verb, res), count in sorted(scoped.items()):
@@ -200,6 +222,334 @@ def per_job_table(
     print(f"{'all':<8} | {'':<24} | {total:>6} | {total / jobs:.2f}  (writes {writes / jobs:.2f})")
     for (verb, res), count in sorted(wide.items()):
         print(f"{verb:<8} | {res + ' (cluster-wide)':<24} | {count:>6} |")
+
+
+class PodWatch:
+    """When each pod of a namespace first appeared, by its job (Kubeflow's job-name label, which
+    the pods of both controllers carry), from a watch that reconnects until stopped."""
+
+    LABEL = "training.kubeflow.org/job-name"
+
+    def __init__(self, core: kubernetes.client.CoreV1Api, namespace: str) -> None:
+        self.seen: dict[str, dict[str, float]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(core, namespace), daemon=True)
+        self._thread.start()
+
+    def _run(self, core: kubernetes.client.CoreV1Api, namespace: str) -> None:
+        while not self._stop.is_set():
+            w = kubernetes.watch.Watch()
+            try:
+                for ev in w.stream(core.list_namespaced_pod, namespace, timeout_seconds=120):
+                    if self._stop.is_set():
+                        w.stop()
+                        return
+                    meta = ev["object"].metadata
+                    job = (meta.labels or {}).get(self.LABEL)
+                    if job and ev["type"] in ("ADDED", "MODIFIED"):
+                        with self._lock:
+                            self.seen.setdefault(job, {}).setdefault(meta.name, time.monotonic())
+            except Exception:
+                if self._stop.is_set():
+                    return
+                time.sleep(0.5)  # a dropped watch: list and watch again
+
+    def complete(self, jobs: list[str]) -> bool:
+        with self._lock:
+            return all(len(self.seen.get(j, {})) >= PODS_PER_JOB for j in jobs)
+
+    def done_at(self, job: str) -> float:
+        return max(self.seen[job].values())
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+@dataclass
+class Controller:
+    """One controller of the comparison: how to start it, and how to tell its requests."""
+
+    name: str
+    namespace: str
+    agents: tuple[str, ...]
+    start: Callable[[], int]  # starts it, returns its pid
+    stop: Callable[[], None]
+    # The phase a kubelet reports for worker 0 once it exited 0: a bare pod with restartPolicy
+    # Never (Kubeflow's) is Succeeded; a StatefulSet's pod (ours) stays Running, as step 3.
+    worker_done_phase: str
+
+
+def cpu_of(pids: dict[str, int]) -> dict[str, float]:
+    return {name: cpu_seconds(pid) for name, pid in pids.items()}
+
+
+def through(
+    controller: Controller,
+    api: kubernetes.client.ApiClient,
+    plane: ControlPlane,
+    n: int,
+) -> dict[str, Any]:
+    """`n` TFJobs (kubeflow.org/v1, cleanPodPolicy Running) created at once in the
+    controller's namespace, until every pod exists, then every pod Running, worker 0 exiting 0,
+    every job Succeeded and the controller quiet: times, CPU, RSS and requests."""
+    core = kubernetes.client.CoreV1Api(api)
+    custom = kubernetes.client.CustomObjectsApi(api)
+    ns = controller.namespace
+    audit = Audit(plane.audit_log, controller.agents)
+    kcm_audit = Audit(plane.audit_log, ("kube-controller-manager/",))
+    settle(kcm_audit)
+    pid = controller.start()
+    pids = plane.processes() | {"controller": pid}
+    rss_start, _ = rss_mb(pid)
+    names = [f"job-{i:04d}" for i in range(n)]
+    created: dict[str, float] = {}
+
+    def create(name: str) -> None:
+        body = tfjob(name=name, namespace=ns, replicas=REPLICAS)
+        body["apiVersion"] = f"{KUBEFLOW_GROUP}/{VERSION}"
+        body["metadata"].pop("uid")
+        body["spec"]["runPolicy"] = {"cleanPodPolicy": "Running"}
+        custom.create_namespaced_custom_object(KUBEFLOW_GROUP, VERSION, ns, PLURAL, body)
+        created[name] = time.monotonic()
+
+    try:
+        watch = PodWatch(core, ns)
+        begin, cpu0, t0 = audit.mark(), cpu_of(pids), time.monotonic()
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(create, names))
+        wait_for(lambda: watch.complete(names), 3600, f"pods of {n} jobs in {ns}", interval=0.1)
+        watch.stop()
+        t_pods, cpu_pods = time.monotonic(), cpu_of(pids)
+        rss_pods, _ = rss_mb(pid)
+        namespaces = {ns: n}
+        report_pods(core, namespaces)
+        wait_states(custom, namespaces, "Running", 1800, KUBEFLOW_GROUP)
+        report_pods(
+            core,
+            namespaces,
+            phase=controller.worker_done_phase,
+            state="terminated",
+            exit_code=0,
+            only="worker-0",
+        )
+        wait_states(custom, namespaces, "Succeeded", 1800, KUBEFLOW_GROUP)
+        wait_quiet(audit, begin, 10.0, 600)
+        t_end, cpu_end, end = time.monotonic(), cpu_of(pids), audit.mark()
+        rss_end, peak = rss_mb(pid)
+    finally:
+        controller.stop()
+    latencies = [watch.done_at(j) - created[j] for j in names]
+    return {
+        "pods": max(watch.done_at(j) for j in names) - t0,
+        "latencies": latencies,
+        "lifecycle": t_end - t_pods,
+        "wall": t_end - t0,
+        "cpu_pods": {k: cpu_pods[k] - cpu0[k] for k in pids},
+        "cpu": {k: cpu_end[k] - cpu0[k] for k in pids},
+        "rss": (rss_start, rss_pods, rss_end, peak),
+        "requests": audit.requests(begin, end),
+        "kcm_requests": kcm_audit.requests(begin, end),
+    }
+
+
+def settle(audit: Audit, window: float = 5.0, most: int = 2, timeout: float = 1800) -> None:
+    """Until the client (the controller-manager) sends at most `most` requests in `window`
+    seconds: what an earlier phase left it to do is done before the next phase is measured."""
+    mark = audit.mark()
+
+    def calm() -> bool:
+        nonlocal mark
+        time.sleep(window)
+        end = audit.mark()
+        count = len(audit.requests(mark, end))
+        mark = end
+        return count <= most
+
+    try:
+        wait_for(calm, timeout, f"{audit.agents[0]} to settle", interval=0)
+    except AssertionError as e:
+        print(f"warning: {e}; measuring anyway", flush=True)
+
+
+def replace_crd(kubectl: Kubectl, obj: dict[str, Any]) -> None:
+    """Replace `tfjobs.kubeflow.org` in place (its TFJobs stay), and wait until the API server
+    serves the new schema: a dry-run create with a field of ours only, in strict field
+    validation, fails under Kubeflow's schema."""
+    kubectl("replace", "-f", "-", input=json.dumps(obj))
+    kubectl.wait_established(peer.CRD_NAME)
+    probe = tfjob(name="schema-probe", run_policy={"nodeLostTimeoutSeconds": 0})
+    probe["apiVersion"] = f"{KUBEFLOW_GROUP}/{VERSION}"
+    probe["metadata"].pop("uid")
+
+    def ours() -> bool:
+        run = kubectl.run(
+            "create",
+            "--dry-run=server",
+            "--validate=strict",
+            "-f",
+            "-",
+            input=json.dumps(probe),
+            check=False,
+        )
+        return run.returncode == 0
+
+    wait_for(ours, 60, "the operator's schema for tfjobs.kubeflow.org", interval=0.5)
+
+
+def compare(
+    plane: ControlPlane,
+    kubectl: Kubectl,
+    api: kubernetes.client.ApiClient,
+    work: Path,
+    args: argparse.Namespace,
+    operator_args: list[str],
+    operator_env: dict[str, str],
+) -> dict[str, dict[str, Any]]:
+    """Step 6: Kubeflow's training-operator on its own CRD, then ours on ours."""
+    # No client-side limit for either unless one is asked for (see --kube-api-qps): the
+    # peer's is a token bucket, where 0 would block, so "none" is one that never binds.
+    unlimited = args.kube_api_qps in ("0", "")
+    qps = "1000000" if unlimited else args.kube_api_qps
+    burst = "1000000" if unlimited else str(max(30, int(float(qps) * 1.5)))
+    theirs = peer.PeerProcess(
+        kubectl,
+        work / "training-operator.log",
+        "peer",
+        [
+            f"--kube-api-qps={qps}",
+            f"--kube-api-burst={burst}",
+            f"--controller-threads={args.peer_threads}",
+        ],
+    )
+    ours = OperatorProcess(
+        plane.kubeconfig,
+        work / "operator-kubeflow.log",
+        [*operator_args, f"--api-group={KUBEFLOW_GROUP}", "--namespace=ours"],
+    )
+    ours.env.update(operator_env)
+
+    def start_theirs() -> int:
+        theirs.start()
+        assert theirs.proc is not None
+        return theirs.proc.pid
+
+    def start_ours() -> int:
+        ours.start()
+        assert ours.proc is not None
+        return ours.proc.pid
+
+    for ns in ("peer", "ours"):
+        kubectl("create", "namespace", ns)
+    peer.install_crd(kubectl)
+    results = {
+        "peer": through(
+            Controller(
+                "training-operator",
+                "peer",
+                (peer.USER_AGENT,),
+                start_theirs,
+                theirs.stop,
+                worker_done_phase="Succeeded",
+            ),
+            api,
+            plane,
+            args.jobs,
+        )
+    }
+    # Ours does not run on Kubeflow's CRD as it is: that schema prunes the status fields ours
+    # writes beyond Kubeflow's (observedGeneration, activeReplicas, restarts, the exit ledger),
+    # so each reconcile would write them again and, missing its observedGeneration, look for
+    # another controller's pods and Services: twice the requests, and no restart accounting.
+    replace_crd(kubectl, crd(KUBEFLOW_GROUP))
+    results["ours"] = through(
+        Controller(
+            "tfjob-operator",
+            "ours",
+            OPERATOR_AGENTS,
+            start_ours,
+            ours.stop,
+            worker_done_phase="Running",
+        ),
+        api,
+        plane,
+        args.jobs,
+    )
+    return results
+
+
+def table3(title: str, heads: tuple[str, str], rows: list[tuple[str, str, str]]) -> None:
+    width = max(len(k) for k, _, _ in rows)
+    left = max(len(heads[0]), *(len(a) for _, a, _ in rows))
+    print(f"\n{title}")
+    print(f"{'measure'.ljust(width)} | {heads[0].ljust(left)} | {heads[1]}")
+    print(f"{'-' * width}-|-{'-' * left}-|-{'-' * max(len(heads[1]), 24)}")
+    for k, a, b in rows:
+        print(f"{k.ljust(width)} | {a.ljust(left)} | {b}")
+
+
+def writes_per_job(events: list[dict[str, Any]], ns: str, n: int) -> str:
+    mine = [e for e in events if (e.get("objectRef") or {}).get("namespace") == ns]
+    writes = sum(1 for e in mine if e["verb"] in {"create", "patch", "update", "delete"})
+    return f"{len(mine) / n:.2f} ({writes / n:.2f})"
+
+
+def comparison_tables(results: dict[str, dict[str, Any]], n: int, qps: str) -> None:
+    ours, theirs = results["ours"], results["peer"]
+    limit = "no client-side limit" if qps in ("0", "") else f"client QPS {qps}"
+
+    def both(fmt: Callable[[dict[str, Any]], str]) -> tuple[str, str]:
+        return fmt(ours), fmt(theirs)
+
+    def cpu(who: str) -> Callable[[dict[str, Any]], str]:
+        return lambda r: f"{r['cpu_pods'][who]:.1f} / {r['cpu'][who]:.1f} s"
+
+    rows = [
+        ("CRD tfjobs.kubeflow.org", "ours (tfjob_operator.api.crd)", f"Kubeflow's v{VERSION_PEER}"),
+        ("pods made by", "kube-controller-manager (StatefulSets)", "the controller (bare pods)"),
+        (f"all {n} jobs' {n * PODS_PER_JOB} pods exist", *both(lambda r: f"{r['pods']:.1f} s")),
+        ("create -> pods p50", *both(lambda r: f"{statistics.median(r['latencies']):.2f} s")),
+        ("create -> pods p99", *both(lambda r: f"{pct(r['latencies'], 99):.2f} s")),
+        (
+            "pods Running -> Succeeded, cleaned, quiet",
+            *both(lambda r: f"{r['lifecycle']:.1f} s"),
+        ),
+        ("whole phase (wall)", *both(lambda r: f"{r['wall']:.1f} s")),
+        ("controller CPU: create -> pods / whole", *both(cpu("controller"))),
+        (
+            "controller RSS: start / pods / end (peak)",
+            *both(lambda r: "{:.0f} / {:.0f} / {:.0f} ({:.0f}) MiB".format(*r["rss"])),
+        ),
+        (
+            "controller requests per job (writes)",
+            writes_per_job(ours["requests"], "ours", n),
+            writes_per_job(theirs["requests"], "peer", n),
+        ),
+        (
+            "kube-controller-manager requests per job",
+            writes_per_job(ours["kcm_requests"], "ours", n),
+            writes_per_job(theirs["kcm_requests"], "peer", n),
+        ),
+        ("kube-apiserver CPU: create -> pods / whole", *both(cpu("kube-apiserver"))),
+        (
+            "kube-controller-manager CPU: create -> pods / whole",
+            *both(cpu("kube-controller-manager")),
+        ),
+        ("etcd CPU: create -> pods / whole", *both(cpu("etcd"))),
+        (
+            "controller + apiserver + controller-manager + etcd CPU",
+            *both(lambda r: f"{sum(r['cpu'].values()):.1f} s"),
+        ),
+    ]
+    table3(
+        f"ours beside Kubeflow training-operator v{VERSION_PEER}: {n} TFJobs (PS=1, Worker=2; "
+        f"kubeflow.org/v1, cleanPodPolicy Running) created at once, one controller after the "
+        f"other ({limit})",
+        ("ours", "training-operator"),
+        rows,
+    )
+    per_job_table(ours["requests"], {"ours": n}, "from create to Succeeded", "Ours (kubeflow.org)")
+    per_job_table(theirs["requests"], {"peer": n}, "from create to Succeeded", "training-operator")
 
 
 class _CreatedOnly(Exception):
@@ -223,6 +573,19 @@ def main() -> None:
         help="run the operator package from this directory (another checkout's operator/), "
         "to measure two versions on equal terms",
     )
+    parser.add_argument(
+        "--no-peer",
+        action="store_true",
+        help="skip step 6, the same jobs through Kubeflow's training-operator and through ours "
+        "on kubeflow.org",
+    )
+    parser.add_argument(
+        "--peer-threads",
+        type=int,
+        default=1,
+        help="training-operator's --controller-threads (default 1, its own default and what "
+        "its manifests run)",
+    )
     add_qps_argument(parser)
     args = parser.parse_args()
     work = scratch_dir("tfjob-scale-")
@@ -238,8 +601,10 @@ def main() -> None:
         operator = OperatorProcess(
             plane.kubeconfig, work / "operator.log", ["--log-level=info", *limit]
         )
+        operator_env = {}
         if args.operator_src:
-            operator.env["PYTHONPATH"] = str(args.operator_src.resolve())
+            operator_env["PYTHONPATH"] = str(args.operator_src.resolve())
+        operator.env.update(operator_env)
         operator.start()
         pid = operator.proc.pid
         try:
@@ -272,6 +637,12 @@ def main() -> None:
             lifetime = idled = None
         finally:
             operator.stop()
+        operator_args = ["--log-level=info", *limit]
+        peers = None
+        if not args.no_peer:
+            # Before the bare loop: the controller-manager would make the pods of its
+            # StatefulSets (and their Services' EndpointSlices) for minutes, inside the phases.
+            peers = compare(plane, kubectl, api, work, args, operator_args, operator_env)
         bare = run_bare(api, kubectl, args.jobs, "bare")
 
     n = args.jobs
@@ -308,6 +679,8 @@ def main() -> None:
             ],
         )
         per_job_table(life, namespaces, "from create to children")
+        if peers:
+            comparison_tables(peers, args.jobs, args.kube_api_qps)
         return
     table(
         f"Operator process (RSS, CPU seconds from /proc; {jobs} jobs in the end)",
@@ -331,6 +704,8 @@ def main() -> None:
     if idle_requests:
         print("idle requests:", Counter(what(e) for e in idle_requests).most_common(10))
     per_job_table(life, namespaces)
+    if peers:
+        comparison_tables(peers, args.jobs, args.kube_api_qps)
 
 
 if __name__ == "__main__":

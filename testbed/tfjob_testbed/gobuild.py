@@ -1,5 +1,6 @@
 """The bed's Go programs, built from their Go modules: Kubernetes (the newest release the bed
-runs, and the oldest one the project claims), etcd, containerd and Kueue's manager.
+runs, and the oldest one the project claims), etcd, containerd, Kueue's manager and Kubeflow's
+training-operator.
 
 Each program has a folder in `testbed/go/` whose `go.mod` and `go.sum` pin it (tools only,
 never shipped). Only its commands are built, with `-trimpath` and no tests, into
@@ -157,7 +158,19 @@ KUEUE = Program(
     commands={"manager": "sigs.k8s.io/kueue/cmd/kueue"},
     stamps={"sigs.k8s.io/kueue/pkg/version.GitVersion": "{version}"},
 )
-PROGRAMS = {p.name: p for p in (KUBERNETES, ETCD, CONTAINERD, KUBERNETES_OLDEST, KUEUE)}
+# Kubeflow's training-operator (the v1 TFJob controller), the peer `benchmarks/operator_scale.py`
+# measures ours beside (tfjob_testbed.peer); its TFJob CRD is read from the same module.
+TRAINING_OPERATOR = Program(
+    name="training-operator",
+    module="github.com/kubeflow/training-operator",
+    commands={
+        "training-operator": "github.com/kubeflow/training-operator/cmd/training-operator.v1"
+    },
+    stamps={},
+)
+PROGRAMS = {
+    p.name: p for p in (KUBERNETES, ETCD, CONTAINERD, KUBERNETES_OLDEST, KUEUE, TRAINING_OPERATOR)
+}
 
 
 def _go() -> str:
