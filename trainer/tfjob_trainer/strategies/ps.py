@@ -60,6 +60,7 @@ def run(opts: Options, files: Files | None, task: Task | None) -> Result | None:
         serve_until_stopped(server, task.chief_address, linger)
         return None
     assert files is not None or not opts.builtin_input
+    show_recoveries()
     _wait_listening(task, opts.peer_timeout)
     strategy = connect(resolver)
     check_memory(opts, files, task)
@@ -75,6 +76,27 @@ def run(opts: Options, files: Files | None, task: Task | None) -> Result | None:
         first = e.message.splitlines()[0] if e.message else type(e).__name__
         peer = "a parameter server" if from_ps(e) else "a peer"
         raise TaskFailed(f"the connection to {peer} failed ({first})") from e
+
+
+# What TensorFlow's coordinator says, at INFO, once a lost worker serves again and gets closures.
+RECOVERED = "Worker %s has been recovered."
+
+
+class _Recoveries(logging.Filter):
+    """TensorFlow's errors, and its word that a lost worker is back: the chief's log then shows
+    both ends of a worker's loss, not only the failure."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR or record.msg == RECOVERED
+
+
+def show_recoveries() -> None:
+    """Let the coordinator's recovery lines through TensorFlow's logger, which shows only
+    errors otherwise (`__main__`)."""
+    tf_log = logging.getLogger("tensorflow")
+    if not any(isinstance(f, _Recoveries) for f in tf_log.filters):
+        tf_log.addFilter(_Recoveries())
+    tf_log.setLevel(logging.INFO)
 
 
 def connect(resolver: Any) -> Any:

@@ -91,3 +91,42 @@ def test_other_invalid_arguments_stay_the_programs(monkeypatch):
     monkeypatch.setattr(tf.distribute, "ParameterServerStrategy", strategy)
     with pytest.raises(tf.errors.InvalidArgumentError):
         ps.connect(object())
+
+
+@pytest.fixture
+def tf_logger():
+    """TensorFlow's logger as the trainer's main leaves it (errors only), restored after."""
+    tf_log = logging.getLogger("tensorflow")
+    level, filters, propagate = tf_log.level, list(tf_log.filters), tf_log.propagate
+    tf_log.setLevel(logging.ERROR)
+    tf_log.propagate = True
+    yield tf_log
+    tf_log.setLevel(level)
+    tf_log.filters[:] = filters
+    tf_log.propagate = propagate
+
+
+def test_the_chief_log_shows_a_lost_worker_back_and_no_other_tensorflow_chatter(tf_logger, caplog):
+    from tensorflow.python.platform import tf_logging
+
+    ps.show_recoveries()
+    ps.show_recoveries()  # a second chief run in one process adds no second filter
+    worker = "/job:worker/replica:0/task:1"
+    with caplog.at_level(logging.INFO):
+        tf_logging.info("Cluster now being recovered.")
+        tf_logging.warning("a warning the trainer does not show")
+        tf_logging.info(ps.RECOVERED, worker)
+        tf_logging.error("Worker %s failed with %r", worker, "x")
+    shown = [r.getMessage() for r in caplog.records if r.name == "tensorflow"]
+    assert shown == [f"Worker {worker} has been recovered.", f"Worker {worker} failed with 'x'"]
+    assert len(tf_logger.filters) == 1
+
+
+def test_the_recovery_line_is_the_one_tensorflow_logs():
+    import inspect
+
+    from tensorflow.python.distribute.coordinator import cluster_coordinator
+
+    assert f'logging.info("{ps.RECOVERED}", worker_device_name)' in inspect.getsource(
+        cluster_coordinator
+    )

@@ -1,0 +1,63 @@
+"""The leanest kopf operator on the operator's TFJob events: the floor under its cost, run by
+`kopf run` for benchmarks/kopf_floor.py.
+
+FLOOR_MODE=empty: an empty handler that only notes when each job's first event came (a line
+`name monotonic-time` in FLOOR_LOG), kopf's own cost. FLOOR_MODE=children: the same handler
+also creates the job's children (the operator's own pure functions build them) with the
+Kubernetes client, as a hand-written kopf operator would: kopf and the client.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+import kopf
+import kubernetes
+
+from tfjob_operator.api.spec import GROUP, PLURAL, VERSION, parse_spec
+from tfjob_operator.rules.children import JobRef, desired_children
+
+MODE = os.environ.get("FLOOR_MODE", "empty")
+_seen: set[str] = set()
+_lock = threading.Lock()
+_out = open(os.environ.get("FLOOR_LOG", os.devnull), "a", buffering=1)  # noqa: SIM115
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    """The operator's own watch settings; no Events, no progress kept on the objects."""
+    settings.posting.level = logging.WARNING
+    settings.watching.server_timeout = 270
+    settings.watching.client_timeout = 300
+    settings.watching.chunk_size = 500
+    kubernetes.config.load_kube_config()
+    api = kubernetes.client.ApiClient()
+    memo.core, memo.apps = kubernetes.client.CoreV1Api(api), kubernetes.client.AppsV1Api(api)
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL)
+def job_event(
+    type: str | None, body: kopf.Body, name: str, namespace: str, memo: kopf.Memo, **_: Any
+) -> None:
+    if type not in (None, "ADDED"):
+        return
+    with _lock:
+        if name in _seen:
+            return
+        _seen.add(name)
+    if MODE == "children":
+        ref = JobRef(name, namespace, body["metadata"]["uid"])
+        for obj in desired_children(ref, parse_spec(dict(body["spec"])), "cluster.local"):
+            try:
+                if obj["kind"] == "Service":
+                    memo.core.create_namespaced_service(namespace, obj)
+                else:
+                    memo.apps.create_namespaced_stateful_set(namespace, obj)
+            except kubernetes.client.ApiException as e:
+                if e.status != 409:  # made already: a handler run twice
+                    raise
+    _out.write(f"{name} {time.monotonic()}\n")
