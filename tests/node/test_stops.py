@@ -41,9 +41,10 @@ from tfjob_testbed.node import NODE_NAME
 pytestmark = pytest.mark.node
 JOB = "stops"
 CHIEF = f"{JOB}-chief-0"
-TARGET = 8000  # the chief trains about 150 steps a second: the last run ends well after
-# Long enough that no boundary falls between two stops: only the stop's own save keeps steps.
-INTERVAL = 5000
+# The chief trains about 150 steps a second, and on while a drained worker is taken back (tens
+# of seconds): the last run ends well after the last stop.
+TARGET = 20000
+INTERVAL = TARGET  # no boundary before the end: only a stop's own save keeps steps
 # A worker drained alone waits this long for a chief that does not stop, then leaves.
 GRACE = 15
 TRAIN_BETWEEN = 60  # steps trained in each run before the next stop
