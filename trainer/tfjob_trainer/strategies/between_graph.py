@@ -374,6 +374,11 @@ def train(
         elapsed = time.perf_counter() - started
     if STOP.requested:
         stopped(task, opts)
+    checkpoint = tf.train.latest_checkpoint(str(opts.checkpoint_dir)) if export else None
+    if checkpoint:
+        # Async, the chief's loop can end on another worker's update (StopAtStepHook reads the
+        # global step after each run): the step its closing checkpoint holds is the job's.
+        current = max(current, _step_of(checkpoint))
     return result.trained(
         "between-graph-sync" if opts.sync else "between-graph",
         steps=current,
@@ -385,7 +390,7 @@ def train(
         test_accuracy=export.test_accuracy if export else None,
         examples_per_sec=progress.steady_examples_per_sec(),
         first_step_sec=first_step_sec,
-        checkpoint=tf.train.latest_checkpoint(str(opts.checkpoint_dir)) if export else None,
+        checkpoint=checkpoint,
         export=str(_to_keras(export.path, opts)) if export and export.path else None,
         replicas=len(replicas),
         local_steps=local_steps,
