@@ -29,15 +29,11 @@ from typing import Any
 
 import kubernetes
 from create_jobs import create_all, create_at_once, pct, rss_mb
-from operator_scale import Audit, Sample, cpu_seconds, settle
+from operator_scale import Audit, Sample, audited_plane, cpu_seconds, settle
 
-from tfjob_testbed.controlplane import AUDIT_EVERYTHING, ControlPlane, ensure_binaries
-from tfjob_testbed.kube import Kubectl, wait_for
+from tfjob_testbed.kube import wait_for
 from tfjob_testbed.operator import OperatorProcess
-from tfjob_testbed.paths import scratch_dir
 from tfjob_testbed.procs import free_port
-from tfjob_testbed.sandbox import install_crd
-from tfjob_testbed.tools import ensure_tools
 
 HERE = Path(__file__).resolve().parent
 QUIET_CPU = 0.05  # CPU seconds over QUIET_WINDOW: the process is idle
@@ -191,12 +187,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--burst", type=int, default=100)
     args = parser.parse_args()
-    work = scratch_dir("tfjob-kopf-floor-")
-    tools = ensure_tools()
-    with ControlPlane(work / "plane", ensure_binaries(), audit_policy=AUDIT_EVERYTHING) as plane:
-        kubectl = Kubectl(tools.kubectl, plane.kubeconfig)
-        install_crd(kubectl)
-        api = kubernetes.config.new_client_from_config(config_file=str(plane.kubeconfig))
+    with audited_plane("tfjob-kopf-floor-") as (work, plane, kubectl, api):
         kcm = Audit(plane.audit_log, ("kube-controller-manager/",))
         for ns in ("floor-empty", "floor-children", "ours"):
             kubectl("create", "namespace", ns)

@@ -28,13 +28,14 @@ verb and resource. Run: `python benchmarks/operator_scale.py --jobs 1000`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +62,21 @@ PODS_PER_JOB = sum(REPLICAS.values())
 OPERATOR_AGENTS = ("tfjob-operator/", "kopf/")
 TICK = os.sysconf("SC_CLK_TCK")
 VERSION_PEER = peer.version().removeprefix("v")
+
+
+@contextlib.contextmanager
+def audited_plane(
+    prefix: str,
+) -> Iterator[tuple[Path, ControlPlane, Kubectl, kubernetes.client.ApiClient]]:
+    """A control plane in a scratch directory named by `prefix`, whose audit log keeps every
+    request, with the operator's CRD installed: (the directory, the plane, kubectl, a client)."""
+    work = scratch_dir(prefix)
+    tools = ensure_tools()
+    with ControlPlane(work / "plane", ensure_binaries(), audit_policy=AUDIT_EVERYTHING) as plane:
+        kubectl = Kubectl(tools.kubectl, plane.kubeconfig)
+        install_crd(kubectl)
+        api = kubernetes.config.new_client_from_config(config_file=str(plane.kubeconfig))
+        yield work, plane, kubectl, api
 
 
 def cpu_seconds(pid: int) -> float:
@@ -588,12 +604,7 @@ def main() -> None:
     )
     add_qps_argument(parser)
     args = parser.parse_args()
-    work = scratch_dir("tfjob-scale-")
-    tools = ensure_tools()
-    with ControlPlane(work / "plane", ensure_binaries(), audit_policy=AUDIT_EVERYTHING) as plane:
-        kubectl = Kubectl(tools.kubectl, plane.kubeconfig)
-        install_crd(kubectl)
-        api = kubernetes.config.new_client_from_config(config_file=str(plane.kubeconfig))
+    with audited_plane("tfjob-scale-") as (work, plane, kubectl, api):
         core, custom = kubernetes.client.CoreV1Api(api), kubernetes.client.CustomObjectsApi(api)
         audit = Audit(plane.audit_log)
         # An older checkout (--operator-src) has no rate limit to turn off.
