@@ -55,6 +55,7 @@ from tfjob_testbed.realnode import (
     NETNS_DIR,
     PAUSE_IMAGE,
     RealNode,
+    bridge_mac,
     kill_pods_of,
     kubectl_path,
     read_sysctls,
@@ -256,7 +257,7 @@ class Node(RealNode):
         if run("ip", "link", "show", BRIDGE, check=False).returncode != 0:
             run("ip", "link", "add", BRIDGE, "type", "bridge")
             run("ip", "addr", "add", f"{NODE_IP}/24", "dev", BRIDGE)
-        run("ip", "link", "set", BRIDGE, "up")
+        run("ip", "link", "set", BRIDGE, "address", bridge_mac(NODE_IP), "up")
         # The cluster's range ends here: a node that is down or cut off (its route gone with its
         # link) is unreachable at once, and no pod's packet to it leaves by the default route.
         run("ip", "route", "replace", "unreachable", CLUSTER_CIDR)

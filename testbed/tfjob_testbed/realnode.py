@@ -115,6 +115,19 @@ def containerd_env() -> dict[str, str]:
     return dict(os.environ, PATH=f"{CONTAINERD.bin_dir()}:{os.environ.get('PATH', '')}")
 
 
+def bridge_mac(address: str) -> str:
+    """The fixed, locally administered MAC of the bridge whose address is `address`.
+
+    A bridge whose MAC nobody set takes its lowest port's, and changes it when that port
+    leaves: a pod deleted (a drain, a restart) moves the MAC of every other pod's gateway, which
+    is also the cluster DNS. Their ARP entries then point nowhere until they expire, and name
+    lookups are lost for many seconds. A MAC set by hand is one the kernel never replaces."""
+    octets = [int(o) for o in address.split(".")]
+    if len(octets) != 4 or not all(0 <= o <= 255 for o in octets):
+        raise ValueError(f"not an IPv4 address: {address!r}")
+    return ":".join(f"{b:02x}" for b in (0x02, 0x42, *octets))
+
+
 def cni_conflist(bridge: str, subnet: str, gateway: str, ipam_dir: Path) -> dict[str, Any]:
     """The CNI network of one node: a bridge, addresses from `subnet`, routes to every node's
     pods (CLUSTER_CIDR) and the Services through the bridge, no way out."""

@@ -55,6 +55,7 @@ from tfjob_testbed.realnode import (
     FIXED_PATHS,
     NETNS_DIR,
     RealNode,
+    bridge_mac,
     kill_pods_of,
     kubectl_path,
     shims_of,
@@ -177,7 +178,7 @@ class SecondNode(RealNode):
         run(*inside, "link", "set", "lo", "up")
         run(*inside, "addr", "add", f"{PEER_VETH_IP}/{VETH_PREFIX}", "dev", "eth0")
         run(*inside, "link", "set", "eth0", "up")
-        run(*inside, "link", "add", BRIDGE, "type", "bridge")
+        run(*inside, "link", "add", BRIDGE, "address", bridge_mac(NODE_IP), "type", "bridge")
         run(*inside, "addr", "add", f"{NODE_IP}/24", "dev", BRIDGE)
         run(*inside, "link", "set", BRIDGE, "up")
         self._routes()

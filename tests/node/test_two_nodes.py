@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,8 +18,10 @@ from tfjob_testbed import node as node_mod
 from tfjob_testbed import second_node as second_mod
 from tfjob_testbed.cluster import Cluster
 from tfjob_testbed.gobuild import CONTAINERD, KUBERNETES
+from tfjob_testbed.host import run
 from tfjob_testbed.kube import wait_for
 from tfjob_testbed.node import Node
+from tfjob_testbed.realnode import bridge_mac
 from tfjob_testbed.second_node import SecondNode
 
 pytestmark = pytest.mark.node
@@ -161,6 +164,21 @@ def test_second_node_joins_ready_with_its_own_pod_range(
         assert each["status"]["nodeInfo"]["containerRuntimeVersion"] == (
             f"containerd://{CONTAINERD.version().removeprefix('v')}"
         ), name
+
+
+def test_each_nodes_bridge_keeps_the_mac_it_was_given(node: Node, second_node: SecondNode) -> None:
+    """A bridge whose MAC nobody set takes its lowest port's, and moves it when that pod is
+    deleted: every other pod's gateway, the cluster DNS, then answers no lookup until their
+    ARP entries expire. Each node's bridge has a MAC set by hand (addr_assign_type 3), which
+    the kernel never replaces."""
+    sysfs = f"/sys/class/net/{node_mod.BRIDGE}"
+    inside = ("ip", "netns", "exec", second_mod.NETNS)  # mounts the namespace's own /sys
+    for ip, read in (
+        (node_mod.NODE_IP, lambda f: (Path(sysfs) / f).read_text()),
+        (second_mod.NODE_IP, lambda f: run(*inside, "cat", f"{sysfs}/{f}").stdout),
+    ):
+        assert read("addr_assign_type").strip() == "3", ip
+        assert read("address").strip() == bridge_mac(ip), ip
 
 
 def test_pods_on_both_nodes_reach_each_other_by_service_name(
