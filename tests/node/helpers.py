@@ -7,6 +7,8 @@ import json
 import re
 import subprocess
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 from tfjob_testbed.cluster import CHART, NAMESPACE, RELEASE, Cluster
@@ -197,6 +199,23 @@ class FollowedLog:
         """The whole log, once the container has ended."""
         self.proc.wait(timeout)
         return self.text
+
+    def until(self, check: Callable[[str], Any], what: str, timeout: float = TRAIN_WAIT) -> Any:
+        """Wait until `check` holds of the log so far; fail at once, with the log's end, if
+        this run of the container ends first (a restart in place is another run)."""
+
+        def holds() -> Any:
+            if found := check(self.text):
+                return found
+            if self.proc.poll() is not None:
+                time.sleep(0.5)  # the last lines, read after the end
+                if found := check(self.text):
+                    return found
+                end = self.text[-3000:]
+                raise AssertionError(f"{what}: the container's run ended first\n{end}")
+            return None
+
+        return wait_for(holds, timeout, what)
 
 
 def follow(cluster: Cluster, pod_: str, namespace: str, restarts: int = 0) -> FollowedLog:

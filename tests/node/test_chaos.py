@@ -15,7 +15,6 @@ from tests.node.helpers import (
     RESTORED,
     SAVED,
     STEP,
-    TRAIN_WAIT,
     FollowedLog,
     assert_scaled_down,
     children,
@@ -82,7 +81,7 @@ def test_node_process_outage_mid_training(
     going well past each outage's end, so the checks after it do not race the job's end."""
     cluster.apply(fast_job("outage", "mnist-ps", f"--steps={steps}"), namespace)
     chief = follow(cluster, "outage-chief-0", namespace)
-    wait_for(lambda: newest_step(chief.text) >= 50, TRAIN_WAIT, "the chief at step 50")
+    chief.until(lambda t: newest_step(t) >= 50, "the chief at step 50")
     before = children(cluster, "outage", namespace)
     pods = ("outage-chief-0", "outage-ps-0", "outage-worker-0", "outage-worker-1")
     ids = {name: container(pod(cluster, name, namespace))["containerID"] for name in pods}

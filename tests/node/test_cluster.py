@@ -225,7 +225,7 @@ def test_worker_pod_deleted_mid_training(cluster: Cluster, namespace: str) -> No
     # few seconds) and the replacement pod's start, even on a busy machine.
     cluster.apply(fast_job("wdel", "mnist-ps", "--steps=6000"), namespace)
     chief = follow(cluster, "wdel-chief-0", namespace)
-    wait_for(lambda: newest_step(chief.text) >= 100, TRAIN_WAIT, "the chief at step 100")
+    chief.until(lambda t: newest_step(t) >= 100, "the chief at step 100")
     before = pod(cluster, "wdel-worker-1", namespace)["metadata"]["uid"]
     cluster.kubectl("delete", "pod", "wdel-worker-1", "-n", namespace, "--wait=false")
     wait_for(
@@ -254,7 +254,7 @@ def test_operator_leader_lost_mid_job_reaches_the_same_end(
     with the very same children."""
     cluster.apply(fast_job("opkill", "mnist-ps", "--steps=1500"), namespace)
     chief = follow(cluster, "opkill-chief-0", namespace)
-    wait_for(lambda: newest_step(chief.text) >= 50, TRAIN_WAIT, "the chief at step 50")
+    chief.until(lambda t: newest_step(t) >= 50, "the chief at step 50")
     running = cluster.tfjob_status("opkill", namespace)
     assert conditions(running) == [("Created", "True"), ("Running", "True")], running
     before = children(cluster, "opkill", namespace)
@@ -341,7 +341,7 @@ def test_cordoned_node_keeps_a_deleted_worker_pending_and_says_why(
     job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 1
     cluster.apply(job, namespace)
     chief = follow(cluster, "cordon-chief-0", namespace)
-    wait_for(lambda: newest_step(chief.text) >= 50, TRAIN_WAIT, "the chief at step 50")
+    chief.until(lambda t: newest_step(t) >= 50, "the chief at step 50")
     node = pod(cluster, "cordon-worker-0", namespace)["spec"]["nodeName"]
     cluster.kubectl("cordon", node)
     try:

@@ -342,7 +342,7 @@ def test_training_sdk_update_job_resizes_a_running_job_losing_no_step(
     cluster.apply(body, namespace)
     chief = f"{job}-chief-0"
     first = follow(cluster, chief, namespace)
-    wait_for(lambda: newest_step(first.text) >= 100, TRAIN_WAIT, "the chief at step 100")
+    first.until(lambda t: newest_step(t) >= 100, "the chief at step 100")
     run = kubeflow_sdk.run_script(SDK_RESIZE, cluster.kubeconfig, [job, namespace, "3"])
     assert run.result == {"Chief": 1, "PS": 1, "Worker": 3}, run.stdout[-2000:]
     before = first.wait(POD_WAIT)

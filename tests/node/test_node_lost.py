@@ -18,7 +18,6 @@ from tests.node.helpers import (
     RESTORED,
     SAVED,
     STEP,
-    TRAIN_WAIT,
     assert_scaled_down,
     claim_files,
     fast_job,
@@ -142,7 +141,7 @@ def test_a_worker_node_lost_mid_training(
     cluster.apply(lost_node_job(name, steps, "Worker", ("Chief", "PS"), "ReadWriteMany"), namespace)
     worker, chief_pod = f"{name}-worker-0", f"{name}-chief-0"
     chief = follow(cluster, chief_pod, namespace)
-    wait_for(lambda: newest_step(chief.text) >= 100, TRAIN_WAIT, "the chief at step 100")
+    chief.until(lambda t: newest_step(t) >= 100, "the chief at step 100")
     assert node_of(cluster, worker, namespace) == second_node.name
     assert node_of(cluster, chief_pod, namespace) == NODE_NAME
     old = uid_of(cluster, worker, namespace)

@@ -23,7 +23,6 @@ from tests.node.helpers import (
     RESTORED,
     STEP,
     STOPPED,
-    TRAIN_WAIT,
     FollowedLog,
     fast_job,
     follow,
@@ -74,7 +73,7 @@ class Run:
     def trained(self, steps: int) -> int:
         """Until this run has trained `steps` past where it began; the step reached."""
         begun = self.begun()
-        wait_for(lambda: newest_step(self.log.text) >= begun + steps, TRAIN_WAIT, "training")
+        self.log.until(lambda t: newest_step(t) >= begun + steps, "training")
         return newest_step(self.log.text)
 
     def begun(self) -> int:
@@ -100,7 +99,7 @@ class Run:
         wait_for(lambda: self._new_run(uid), POD_WAIT, f"{CHIEF} running again")
         self.log = FollowedLog(self.cluster, CHIEF, self.namespace)
         try:
-            wait_for(lambda: STEP.search(self.log.text), TRAIN_WAIT, "training again")
+            self.log.until(STEP.search, "training again")
         except AssertionError as e:
             status = self.cluster.tfjob_status(JOB, self.namespace)
             raise AssertionError(f"{e}\n{self.log.text[-3000:]}\n{status}") from None
@@ -177,8 +176,8 @@ def test_every_stop_on_request_loses_no_step(cluster: Cluster, namespace: str) -
     )
     # The next stop finds the worker back in the chief's cluster, not still starting: a stop
     # within that recovery is another case (the chief's save needs every worker it knows).
-    wait_for(lambda: len(WORKER_BACK.findall(run.log.text)) > recoveries, POD_WAIT,
-             "the chief's coordinator taking the worker back")  # fmt: skip
+    run.log.until(lambda t: len(WORKER_BACK.findall(t)) > recoveries,
+                  "the chief's coordinator taking the worker back", POD_WAIT)  # fmt: skip
     status = cluster.tfjob_status(JOB, namespace)
     assert run.pod_uid() == chief_uid and STEP.search(run.log.text)
     assert (status.get("lastStop") or {}).get("cause") == "Disrupted", status
@@ -193,7 +192,7 @@ def test_every_stop_on_request_loses_no_step(cluster: Cluster, namespace: str) -
     upgraded = time.monotonic()
     helm_operator(cluster, "logLevel=debug")
     reached = newest_step(run.log.text)
-    wait_for(lambda: newest_step(run.log.text) > reached, TRAIN_WAIT, "training on")
+    run.log.until(lambda t: newest_step(t) > reached, "training on")
     assert _pods(cluster, namespace) == pods
     report("helm upgrade of the operator", 0, 0, time.monotonic() - upgraded)
     helm_operator(cluster, "logLevel=info")
