@@ -8,7 +8,7 @@ its own process (benchmarks/floor_operator.py run by `kopf run`, or `python -m t
 1. a burst of `--burst` TFJobs created at once: p50/p99 from each create to its handler's first
    call (the empty handler) or to its 4 children (the other two);
 2. `--jobs` more created at once: the time until all are handled, the process's CPU;
-3. the process idle with all of them: its RSS (and its RSS at start, with none).
+3. the process idle with all of them for IDLE_SECONDS: its RSS then (and at start, with none).
 
 No kubelet runs: the pods the controller-manager makes stay Pending, for all three alike.
 Run: `python benchmarks/kopf_floor.py` (about 10 minutes on 2 cores).
@@ -38,6 +38,7 @@ from tfjob_testbed.procs import free_port
 HERE = Path(__file__).resolve().parent
 QUIET_CPU = 0.05  # CPU seconds over QUIET_WINDOW: the process is idle
 QUIET_WINDOW = 2.0
+IDLE_SECONDS = 30.0  # idle this long before its RSS is read
 
 
 class KopfFloor:
@@ -104,6 +105,14 @@ def wait_idle(pid: int, timeout: float = 600) -> None:
     wait_for(idle, timeout, "the process idle", interval=0.5)
 
 
+def idle_rss(pid: int) -> tuple[float, float]:
+    """(current, peak) RSS once the process has been idle for IDLE_SECONDS: what it holds,
+    not what a burst left in its allocator for a moment."""
+    wait_idle(pid)
+    time.sleep(IDLE_SECONDS)  # the measured idle window itself
+    return rss_mb(pid)
+
+
 def run_empty(api: Any, floor: KopfFloor, burst: int, jobs: int) -> dict[str, Any]:
     custom = kubernetes.client.CustomObjectsApi(api)
     pid = floor.start()
@@ -120,8 +129,7 @@ def run_empty(api: Any, floor: KopfFloor, burst: int, jobs: int) -> dict[str, An
     wait_for(lambda: len(floor.handled_at()) >= total, 1800, "every job handled", interval=0.1)
     phase = sample.end()
     took = max(floor.handled_at().values()) - begin
-    wait_idle(pid)
-    idle = rss_mb(pid)
+    idle = idle_rss(pid)
     floor.stop()
     return _result(start, latencies, took, phase, idle)
 
@@ -137,8 +145,7 @@ def run_with_children(
     sample = Sample(pid)
     _, many = create_at_once(api, ns, jobs, "job", timeout=1800)
     phase = sample.end()
-    wait_idle(pid)
-    idle = rss_mb(pid)
+    idle = idle_rss(pid)
     stop_fn()
     return _result(start, b["latencies"], many["total"], phase, idle)
 

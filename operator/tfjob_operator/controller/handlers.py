@@ -23,7 +23,7 @@ import kopf
 
 from tfjob_operator.api import podtemplate
 from tfjob_operator.api.spec import GROUP, PLURAL, VERSION
-from tfjob_operator.controller import metrics
+from tfjob_operator.controller import heap, metrics
 from tfjob_operator.controller.childwatch import ChildWatches, Kind
 from tfjob_operator.controller.client import (
     STANDALONE_AGENT,
@@ -158,6 +158,13 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: 
     _use_indexes(memo.reconciler, kwargs)
     memo.queue = WorkQueue(_once_listed(memo.watches, memo.reconciler))
     memo.watches.start(settings)
+    trim = heap.libc_trim()
+    memo.trim_task = None
+    if trim is not None:
+        queue = memo.queue
+        memo.trim_task = asyncio.get_running_loop().create_task(
+            heap.trim_after_work(lambda: queue.runs, trim), name="trim the heap after work"
+        )
     metrics.watch_states(memo.reconciler.states)
     if memo.elector is not None:
         memo.election_task = asyncio.get_running_loop().create_task(memo.elector.guarded())
@@ -198,6 +205,8 @@ def _once_listed(watches: ChildWatches, reconciler: Reconciler) -> Work:
 @kopf.on.cleanup()
 async def stop(memo: kopf.Memo, **_: Any) -> None:
     memo.queue.close()
+    if memo.trim_task is not None:
+        memo.trim_task.cancel()
     await memo.watches.stop()
     if memo.elector is not None:
         await memo.elector.stop()
@@ -265,7 +274,7 @@ async def job_event(
     key = (namespace, name)
     if type == "DELETED" and _leading(memo):
         metrics.JOBS_DELETED.labels(namespace).inc()
-    if type == "MODIFIED" and memo.reconciler.wrote(key, meta.get("resourceVersion")):
+    if type == "MODIFIED" and memo.reconciler.caught_up(key, meta.get("resourceVersion")):
         _use_indexes(memo.reconciler, kwargs)
         return
     _wake(memo, key, kwargs)

@@ -135,6 +135,14 @@ class Reconciler:
             and written.result["metadata"].get("resourceVersion") == resource_version
         )
 
+    def caught_up(self, key: JobKey, resource_version: str | None) -> bool:
+        """Whether this version of the job, which the index holds now, is our last status
+        write's; if so, our copy of that write goes (the index is no longer behind it)."""
+        if not self.wrote(key, resource_version):
+            return False
+        self.state[key].written = None
+        return True
+
     def forget_children(self, key: JobKey) -> None:
         """A child was deleted behind our back: apply everything again next time."""
         job = self.state.get(key)

@@ -28,6 +28,7 @@ class WorkQueue:
         self._running: dict[Hashable, asyncio.Task[None]] = {}
         self._timers: dict[Hashable, asyncio.TimerHandle] = {}
         self._failures: dict[Hashable, int] = {}
+        self.runs = 0  # reconciles begun so far
 
     def schedule(self, key: Hashable) -> None:
         """Reconcile `key` now, or right after the reconcile that is running."""
@@ -59,6 +60,7 @@ class WorkQueue:
         try:
             while True:
                 self._dirty.discard(key)
+                self.runs += 1
                 try:
                     delay = await self._work(key)
                     self._failures.pop(key, None)

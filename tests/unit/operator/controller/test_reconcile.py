@@ -87,6 +87,20 @@ def test_an_index_behind_our_own_status_write_is_not_taken_for_a_new_state(clust
     assert st.is_true(cluster.status(key), st.Cond.RUNNING)
 
 
+def test_our_write_once_the_watch_brings_it_back_is_kept_once_in_the_index(cluster):
+    key = cluster.create("mnist", replicas={"Worker": 2})
+    cluster.reconcile(key, deliver=False)
+    written_rv = cluster.kube.stored[key]["metadata"]["resourceVersion"]
+    assert not cluster.reconciler.caught_up(key, "0"), "an older version is not our write"
+    assert cluster.reconciler.state[key].written is not None, "kept while the index is behind"
+    cluster.deliver(key)
+    assert cluster.reconciler.caught_up(key, written_rv)
+    assert cluster.reconciler.state[key].written is None
+    assert not cluster.reconciler.wrote(key, written_rv)
+    cluster.reconcile(key, deliver=False)
+    assert len(cluster.writes(key)) == 1, "the index's object is our write: nothing new to say"
+
+
 def test_pod_counts_alone_wait_and_fold_into_one_write_a_transition_goes_at_once(cluster):
     key = cluster.create("mnist", replicas={"Worker": 3})
     cluster.reconcile(key)

@@ -33,10 +33,11 @@ def test_burst_of_events_folds_into_one_rerun():
         # Every reconcile the queue started, reruns included, to its end.
         while tasks := asyncio.all_tasks() - {asyncio.current_task()}:
             await asyncio.wait_for(asyncio.gather(*tasks), 5)
-        return calls, peak
+        return calls, peak, q.runs
 
-    calls, peak = asyncio.run(main())
+    calls, peak, runs = asyncio.run(main())
     assert calls.count("a") == 2 and calls.count("b") == 1
+    assert runs == len(calls), "every reconcile begun is counted, reruns too"
     assert peak == 2, "different jobs run side by side, one job never twice"
 
 
