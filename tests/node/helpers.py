@@ -7,7 +7,6 @@ import json
 import re
 import subprocess
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -184,7 +183,8 @@ class FollowedLog:
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         )  # fmt: skip
         self.lines: list[str] = []
-        threading.Thread(target=self._collect, daemon=True).start()
+        self._reader = threading.Thread(target=self._collect, daemon=True)
+        self._reader.start()
 
     def _collect(self) -> None:
         assert self.proc.stdout is not None
@@ -198,6 +198,7 @@ class FollowedLog:
     def wait(self, timeout: float = TRAIN_WAIT) -> str:
         """The whole log, once the container has ended."""
         self.proc.wait(timeout)
+        self._reader.join(timeout)  # its last lines, read up to the end of the stream
         return self.text
 
     def until(self, check: Callable[[str], Any], what: str, timeout: float = TRAIN_WAIT) -> Any:
@@ -207,8 +208,7 @@ class FollowedLog:
         def holds() -> Any:
             if found := check(self.text):
                 return found
-            if self.proc.poll() is not None:
-                time.sleep(0.5)  # the last lines, read after the end
+            if not self._reader.is_alive():  # the stream ended: every line of the run is read
                 if found := check(self.text):
                     return found
                 end = self.text[-3000:]
