@@ -17,6 +17,7 @@ import kubernetes
 
 from tfjob_operator.api.spec import GROUP, GROUPS, PLURAL, VERSION
 from tfjob_operator.controller.ratelimit import MAX_RETRIES, TokenBucket, retry_after
+from tfjob_operator.controller.rest import APPLY, JSON, MERGE, Rest, path
 from tfjob_operator.rules import kubeflow, kueue, naming
 
 log = logging.getLogger(__name__)
@@ -79,11 +80,9 @@ LEASE_WRITES = {
 # Reads besides the watches: a StatefulSet's FailedCreate events, only while it lacks pods;
 # pods and Services another controller made for a job whose status is not ours.
 READS = {("", "events", "list"), ("", "pods", "list"), ("", "services", "list")}
-APPLY = "application/apply-patch+yaml"
 # Without leader election every request still says it is the operator's (the audit log shows
 # the user agent); with it, the agent names the replica (`LeaderElector.user_agent`).
 STANDALONE_AGENT = "tfjob-operator/standalone"
-MERGE = "application/merge-patch+json"
 
 
 def uses_kubeconfig() -> bool:
@@ -137,7 +136,7 @@ class NotLeader(Exception):
 
 
 class Kube:
-    """Typed API handles, created once per process.
+    """The operator's API calls, by path (`rest.py`), created once per process.
 
     Every write first asks `may_write`: with leader election, a replica whose Lease has run
     out stops writing at once, even in the middle of a reconcile.
@@ -154,18 +153,32 @@ class Kube:
         self.group = group
         client = PoliteApiClient(limiter)
         client.user_agent = user_agent or STANDALONE_AGENT
-        self.core = kubernetes.client.CoreV1Api(client)
-        self.apps = kubernetes.client.AppsV1Api(client)
-        self.custom = kubernetes.client.CustomObjectsApi(client)
-        self._apply: dict[str, Callable[..., Any]] = {
-            "Service": self.core.patch_namespaced_service,
-            "StatefulSet": self.apps.patch_namespaced_stateful_set,
-            "Deployment": self.apps.patch_namespaced_deployment,
-        }
+        self.rest = Rest(client)
 
     def _fence(self) -> None:
         if not self.may_write():
             raise NotLeader("this replica does not hold the leader Lease")
+
+    def _send(
+        self,
+        method: str,
+        url_path: str,
+        body: Any = None,
+        *,
+        content_type: str = JSON,
+        unless: tuple[int, ...] = (),
+        **query: str | bool | None,
+    ) -> bytes | None:
+        """One write: its response body, or None when it failed with a status in `unless`,
+        which means done."""
+        try:
+            return self.rest.request(
+                method, url_path, query=query, body=body, content_type=content_type
+            )
+        except kubernetes.client.ApiException as e:
+            if e.status not in unless:
+                raise
+            return None
 
     def apply(self, manifest: dict[str, Any]) -> int | None:
         """Server-side apply one child; creates it when missing. A StatefulSet's generation
@@ -187,13 +200,12 @@ class Kube:
             # the rollingUpdate Kubernetes defaulted, which no apply of ours owns or can drop:
             # `OnDelete` is refused beside it. A merge patch drops it, once per StatefulSet.
             log.info("%s/%s: its updateStrategy becomes OnDelete", meta["namespace"], meta["name"])
-            _send(
-                self.apps.patch_namespaced_stateful_set,
-                meta["name"],
-                meta["namespace"],
+            self._send(
+                "PATCH",
+                child_path(manifest),
                 {"spec": {"updateStrategy": {"type": "OnDelete", "rollingUpdate": None}}},
-                field_manager=naming.FIELD_MANAGER,
-                _content_type=MERGE,
+                content_type=MERGE,
+                fieldManager=naming.FIELD_MANAGER,
             )
             data = self._apply_one(manifest)
         if manifest["kind"] != "StatefulSet" or not data:
@@ -202,34 +214,20 @@ class Kube:
         return int(generation) if generation is not None else None
 
     def _apply_one(self, manifest: dict[str, Any]) -> bytes | None:
-        meta = manifest["metadata"]
-        return _send(
-            self._apply[manifest["kind"]],
-            meta["name"],
-            meta["namespace"],
+        return self._send(
+            "PATCH",
+            child_path(manifest),
             manifest,
-            field_manager=naming.FIELD_MANAGER,
+            content_type=APPLY,
+            fieldManager=naming.FIELD_MANAGER,
             force=True,
-            _content_type=APPLY,
         )
 
     def _apply_pod_group(self, manifest: dict[str, Any]) -> None:
         """A custom resource of the gang scheduler; a 404 means its CRD is not installed."""
         group, version = manifest["apiVersion"].split("/")
-        meta = manifest["metadata"]
         try:
-            _send(
-                self.custom.patch_namespaced_custom_object,
-                group,
-                version,
-                meta["namespace"],
-                "podgroups",
-                meta["name"],
-                manifest,
-                field_manager=naming.FIELD_MANAGER,
-                force=True,
-                _content_type=APPLY,
-            )
+            self._apply_one(manifest)
         except kubernetes.client.ApiException as e:
             if e.status != 404:
                 raise
@@ -240,47 +238,47 @@ class Kube:
 
     def _create_claim(self, manifest: dict[str, Any]) -> None:
         """Claims are created once and never changed: their spec is immutable once bound."""
-        _send(
-            self.core.create_namespaced_persistent_volume_claim,
-            manifest["metadata"]["namespace"],
+        namespace = manifest["metadata"]["namespace"]
+        self._send(
+            "POST",
+            path("", "v1", "persistentvolumeclaims", namespace),
             manifest,
-            field_manager=naming.FIELD_MANAGER,
             unless=(409,),
+            fieldManager=naming.FIELD_MANAGER,
         )
 
     def scale_to_zero(self, namespace: str, name: str) -> None:
         """Scale a StatefulSet to 0 without restating its spec (which may be invalid now)."""
         self._fence()
-        _send(
-            self.apps.patch_namespaced_stateful_set,
-            name,
-            namespace,
+        self._send(
+            "PATCH",
+            path("apps", "v1", "statefulsets", namespace, name),
             {"spec": {"replicas": 0}},
-            field_manager=naming.FIELD_MANAGER,
-            _content_type=MERGE,
+            content_type=MERGE,
             unless=(404,),
+            fieldManager=naming.FIELD_MANAGER,
         )
 
     def delete_child(self, kind: str, namespace: str, name: str) -> None:
         self._fence()
-        delete = {
-            "StatefulSet": self.apps.delete_namespaced_stateful_set,
-            "Deployment": self.apps.delete_namespaced_deployment,
-            "Service": self.core.delete_namespaced_service,
-        }[kind]
-        _send(delete, name, namespace, propagation_policy="Background", unless=(404,))
+        group, plural = CHILD_KINDS[kind]
+        self._send(
+            "DELETE",
+            path(group, "v1", plural, namespace, name),
+            unless=(404,),
+            propagationPolicy="Background",
+        )
 
     def label_pod(self, namespace: str, name: str, uid: str, labels: dict[str, str]) -> None:
         """Add labels to one pod; the uid makes it that pod, not a successor of its name."""
         self._fence()
         patch = {"metadata": {"uid": uid, "labels": labels}}
         # 404, 409, 422: gone, or replaced by a pod of the same name.
-        _send(
-            self.core.patch_namespaced_pod,
-            name,
-            namespace,
+        self._send(
+            "PATCH",
+            path("", "v1", "pods", namespace, name),
             patch,
-            _content_type=MERGE,
+            content_type=MERGE,
             unless=(404, 409, 422),
         )
 
@@ -288,77 +286,78 @@ class Kube:
         """Delete one pod with no grace period, as `kubectl delete --force` does: its kubelet
         stopped answering and will never confirm a graceful deletion. The uid makes it that
         pod, never its successor."""
-        self._fence()
-        body = kubernetes.client.V1DeleteOptions(
-            grace_period_seconds=0, preconditions=kubernetes.client.V1Preconditions(uid=uid)
-        )
-        # 404, 409: gone, or replaced by a pod of the same name.
-        _send(self.core.delete_namespaced_pod, name, namespace, body=body, unless=(404, 409))
+        self._delete_pod(namespace, name, {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}})
 
     def delete_pod(self, namespace: str, name: str, uid: str) -> None:
         """Delete one pod gracefully: its containers get SIGTERM, then their grace period. The
         uid makes it that pod, never its successor."""
+        self._delete_pod(namespace, name, {"preconditions": {"uid": uid}})
+
+    def _delete_pod(self, namespace: str, name: str, options: dict[str, Any]) -> None:
         self._fence()
-        body = kubernetes.client.V1DeleteOptions(
-            preconditions=kubernetes.client.V1Preconditions(uid=uid)
-        )
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", **options}
         # 404, 409: gone, or replaced by a pod of the same name.
-        _send(self.core.delete_namespaced_pod, name, namespace, body=body, unless=(404, 409))
+        self._send("DELETE", path("", "v1", "pods", namespace, name), body, unless=(404, 409))
 
     def foreign_children(self, namespace: str, job: str, uid: str) -> list[str]:
         """'Kind/name' of the pods and Services that another controller (Kubeflow's
         training-operator) made for this job: owned by it, labelled with its name, not ours."""
         selector = f"{kubeflow.JOB_NAME}={job},{naming.LABEL_MANAGED_BY}!={naming.MANAGED_BY}"
         found = []
-        for kind, call in (
-            ("Pod", self.core.list_namespaced_pod),
-            ("Service", self.core.list_namespaced_service),
-        ):
-            for item in call(namespace, label_selector=selector).items:
-                meta = item.metadata
-                if meta is not None and any(o.uid == uid for o in meta.owner_references or []):
-                    found.append(f"{kind}/{meta.name}")
+        for kind, plural in (("Pod", "pods"), ("Service", "services")):
+            listed = self.rest.get(
+                path("", "v1", plural, namespace), query={"labelSelector": selector}
+            )
+            for item in listed.get("items") or []:
+                meta = item.get("metadata") or {}
+                if any(o.get("uid") == uid for o in meta.get("ownerReferences") or []):
+                    found.append(f"{kind}/{meta.get('name')}")
         return found
 
     def failed_creates(self, namespace: str) -> dict[tuple[str, str], str]:
         """The newest FailedCreate message of each StatefulSet of a namespace, by (name, uid):
         why they cannot make their pods. One list for the whole namespace."""
         selector = "involvedObject.kind=StatefulSet,reason=FailedCreate"
-        events = self.core.list_namespaced_event(namespace, field_selector=selector).items
+        listed = self.rest.get(
+            path("", "v1", "events", namespace), query={"fieldSelector": selector}
+        )
         return newest_messages(
             (
-                (e.involved_object.name, e.involved_object.uid),
-                e.last_timestamp or e.metadata.creation_timestamp,
-                e.message,
+                _involved(event),
+                _event_time(event),
+                event.get("message"),
             )
-            for e in events
+            for event in listed.get("items") or []
         )
 
     def patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         """Merge-patch the status subresource; return the object as stored."""
         self._fence()
-        stored = self.custom.patch_namespaced_custom_object_status(
-            self.group, VERSION, namespace, PLURAL, name, {"status": patch}, _content_type=MERGE
+        stored = self.rest.request(
+            "PATCH",
+            path(self.group, VERSION, PLURAL, namespace, name, "status"),
+            body={"status": patch},
+            content_type=MERGE,
         )
-        return cast(dict[str, Any], stored)  # the client types a custom object as `object`
+        return cast(dict[str, Any], json.loads(stored))
 
     def workload_version(self) -> str | None:
         """The newest Workload API version Kueue serves here; None without Kueue."""
         for version in kueue.VERSIONS:
             try:
-                found: Any = self.custom.get_api_resources(kueue.GROUP, version)
+                found = self.rest.get(f"/apis/{kueue.GROUP}/{version}")
             except kubernetes.client.ApiException as e:
                 if e.status == 404:
                     continue
                 raise
-            if any(r.name == "workloads" for r in found.resources or []):
+            if any(r.get("name") == "workloads" for r in found.get("resources") or []):
                 return version
         return None
 
     def get_cluster_object(self, group: str, version: str, plural: str, name: str) -> Any:
         """One cluster-scoped object (a ResourceFlavor, a priority class); None when absent."""
         try:
-            return self.custom.get_cluster_custom_object(group, version, plural, name)
+            return self.rest.get(path(group, version, plural, name=name))
         except kubernetes.client.ApiException as e:
             if e.status == 404:
                 return None
@@ -366,7 +365,7 @@ class Kube:
 
     def list_cluster_objects(self, group: str, version: str, plural: str) -> list[Any]:
         """Every cluster-scoped object of a kind (the PriorityClasses)."""
-        found: Any = self.custom.list_cluster_custom_object(group, version, plural)
+        found = self.rest.get(path(group, version, plural))
         return list(found.get("items") or [])
 
     def create_workload(self, manifest: dict[str, Any]) -> None:
@@ -374,28 +373,21 @@ class Kube:
         its watch event brings it, and the reconcile compares it then."""
         self._fence()
         group, version = manifest["apiVersion"].split("/")
-        _send(
-            self.custom.create_namespaced_custom_object,
-            group,
-            version,
-            manifest["metadata"]["namespace"],
-            "workloads",
+        self._send(
+            "POST",
+            path(group, version, "workloads", manifest["metadata"]["namespace"]),
             manifest,
-            field_manager=naming.FIELD_MANAGER,
             unless=(409,),
+            fieldManager=naming.FIELD_MANAGER,
         )
 
     def delete_workload(self, version: str, namespace: str, name: str) -> None:
         self._fence()
-        _send(
-            self.custom.delete_namespaced_custom_object,
-            kueue.GROUP,
-            version,
-            namespace,
-            "workloads",
-            name,
-            propagation_policy="Background",
+        self._send(
+            "DELETE",
+            path(kueue.GROUP, version, "workloads", namespace, name),
             unless=(404,),
+            propagationPolicy="Background",
         )
 
     def patch_workload(
@@ -403,80 +395,75 @@ class Kube:
     ) -> None:
         """Merge-patch the Workload's metadata and spec, in place; the patch names the
         resourceVersion it was computed from (a 409 means: look again)."""
-        self._fence()
-        _send(
-            self.custom.patch_namespaced_custom_object,
-            kueue.GROUP,
-            version,
-            namespace,
-            "workloads",
-            name,
-            patch,
-            field_manager=naming.FIELD_MANAGER,
-            _content_type=MERGE,
-            unless=(404,),
-        )
+        self._merge_patch(path(kueue.GROUP, version, "workloads", namespace, name), patch)
 
     def patch_workload_status(
         self, version: str, namespace: str, name: str, patch: dict[str, Any]
     ) -> None:
         """Merge-patch the Workload's status; the patch names the resourceVersion it was
         computed from, so a write that crossed one of Kueue's is refused (409) and redone."""
-        self._fence()
-        _send(
-            self.custom.patch_namespaced_custom_object_status,
-            kueue.GROUP,
-            version,
-            namespace,
-            "workloads",
-            name,
-            patch,
-            field_manager=naming.FIELD_MANAGER,
-            _content_type=MERGE,
-            unless=(404,),
-        )
+        url_path = path(kueue.GROUP, version, "workloads", namespace, name, "status")
+        self._merge_patch(url_path, patch)
 
     def patch_job(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         """Merge-patch a TFJob's metadata (the queue label); a job gone meanwhile needs none."""
+        self._merge_patch(path(self.group, VERSION, PLURAL, namespace, name), patch)
+
+    def _merge_patch(self, url_path: str, patch: dict[str, Any]) -> None:
+        """A merge patch under our field manager; an object gone meanwhile needs none."""
         self._fence()
-        _send(
-            self.custom.patch_namespaced_custom_object,
-            self.group,
-            VERSION,
-            namespace,
-            PLURAL,
-            name,
+        self._send(
+            "PATCH",
+            url_path,
             patch,
-            field_manager=naming.FIELD_MANAGER,
-            _content_type=MERGE,
+            content_type=MERGE,
             unless=(404,),
+            fieldManager=naming.FIELD_MANAGER,
         )
 
     def delete_job(self, namespace: str, name: str) -> None:
         """Delete a TFJob; the garbage collector removes its children."""
         self._fence()
-        try:
-            self.custom.delete_namespaced_custom_object(
-                self.group, VERSION, namespace, PLURAL, name, propagation_policy="Background"
-            )
-        except kubernetes.client.ApiException as e:
-            if e.status != 404:
-                raise
+        self._send(
+            "DELETE",
+            path(self.group, VERSION, PLURAL, namespace, name),
+            unless=(404,),
+            propagationPolicy="Background",
+        )
 
 
-def _send(
-    call: Callable[..., Any], *args: Any, unless: tuple[int, ...] = (), **kwargs: Any
-) -> bytes | None:
-    """One write, its response read raw (no client models, which saves CPU) so the connection
-    goes back to the pool: its body, or None when it failed with a status in `unless`, which
-    means done."""
-    try:
-        response = call(*args, _preload_content=False, **kwargs)
-        return cast(bytes, response.data)
-    except kubernetes.client.ApiException as e:
-        if e.status not in unless:
-            raise
-        return None
+# The kinds of child the operator writes, by kind: (API group, resource), all in v1.
+CHILD_KINDS = {
+    "Service": ("", "services"),
+    "StatefulSet": ("apps", "statefulsets"),
+    "Deployment": ("apps", "deployments"),
+}
+
+
+def child_path(manifest: dict[str, Any]) -> str:
+    """The path of a child as its manifest names it (apiVersion, kind, namespace, name)."""
+    meta = manifest["metadata"]
+    kind = manifest["kind"]
+    if kind in CHILD_KINDS:
+        group, plural = CHILD_KINDS[kind]
+        version = "v1"
+    else:  # a PodGroup of the gang scheduler
+        group, version = manifest["apiVersion"].split("/")
+        plural = kind.lower() + "s"
+    return path(group, version, plural, meta["namespace"], meta["name"])
+
+
+def _involved(event: dict[str, Any]) -> tuple[str | None, str | None]:
+    involved = event.get("involvedObject") or {}
+    return involved.get("name"), involved.get("uid")
+
+
+def _event_time(event: dict[str, Any]) -> str:
+    """When an Event last happened, as RFC 3339 in UTC (which orders as text)."""
+    meta = event.get("metadata") or {}
+    return str(
+        event.get("lastTimestamp") or event.get("eventTime") or meta.get("creationTimestamp") or ""
+    )
 
 
 def _leaves_rolling_update(e: kubernetes.client.ApiException) -> bool:

@@ -15,7 +15,6 @@ clock difference between two nodes may be before two replicas could both believe
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import socket
@@ -30,6 +29,7 @@ from typing import Any
 import kubernetes
 
 from tfjob_operator.controller import metrics
+from tfjob_operator.controller.rest import Rest, path
 from tfjob_operator.rules.status import parse_timestamp
 
 log = logging.getLogger(__name__)
@@ -138,7 +138,9 @@ class LeaderElector:
         self._on_leading, self._on_lost = on_leading, on_lost
         client = kubernetes.client.ApiClient()
         client.user_agent = self.user_agent
-        self._api = kubernetes.client.CoordinationV1Api(client)
+        self._rest = Rest(client)
+        self._leases = path(LEASE[0], "v1", LEASE[1], namespace)
+        self._lease = path(LEASE[0], "v1", LEASE[1], namespace, name)
         # Lease calls never queue behind reconciles in the default thread pool.
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="leader-election")
         self._leading = False
@@ -242,15 +244,11 @@ class LeaderElector:
 
     def _read(self) -> dict[str, Any] | None:
         try:
-            # Not preloaded: the JSON is read as a dict, not as the client's model classes.
-            response: Any = self._api.read_namespaced_lease(
-                self.name, self.namespace, _preload_content=False, _request_timeout=self._timeout
-            )
+            lease: dict[str, Any] = self._rest.get(self._lease, timeout=self._timeout)
         except kubernetes.client.ApiException as e:
             if e.status == 404:
                 return None
             raise
-        lease: dict[str, Any] = json.loads(response.data)
         return lease
 
     @property
@@ -267,23 +265,14 @@ class LeaderElector:
                     "metadata": {"name": self.name, "namespace": self.namespace},
                     "spec": spec,
                 }
-                response: Any = self._api.create_namespaced_lease(
-                    self.namespace, body, _preload_content=False, _request_timeout=self._timeout
-                )
+                self._rest.request("POST", self._leases, body=body, timeout=self._timeout)
             else:
                 body = {**lease, "spec": spec}  # carries resourceVersion: a conflict is a 409
-                response = self._api.replace_namespaced_lease(
-                    self.name,
-                    self.namespace,
-                    body,
-                    _preload_content=False,
-                    _request_timeout=self._timeout,
-                )
+                self._rest.request("PUT", self._lease, body=body, timeout=self._timeout)
         except kubernetes.client.ApiException as e:
             if e.status == 409:
                 return False
             raise
-        response.drain_conn()
         return True
 
     def _attempt(self) -> tuple[bool, datetime | None]:
