@@ -34,7 +34,7 @@ from tfjob_operator.controller.client import (
 from tfjob_operator.controller.config import OperatorConfig
 from tfjob_operator.controller.jobstate import JobKey
 from tfjob_operator.controller.leader import LeaderElector
-from tfjob_operator.controller.projections import job_record
+from tfjob_operator.controller.projections import index_record
 from tfjob_operator.controller.ratelimit import TokenBucket
 from tfjob_operator.controller.reconcile import Reconciler
 from tfjob_operator.controller.workqueue import Work, WorkQueue
@@ -244,7 +244,7 @@ def login(memo: kopf.Memo, **kwargs: Any) -> kopf.ConnectionInfo | None:
 async def tfjobs(
     body: kopf.Body, namespace: str, name: str, **_: Any
 ) -> dict[JobKey, dict[str, Any]]:
-    return {(namespace, name): job_record(body)}
+    return {(namespace, name): index_record(body)}
 
 
 def _use_indexes(reconciler: Reconciler, kwargs: dict[str, Any]) -> None:

@@ -36,6 +36,7 @@ from tfjob_operator.controller.apply import (
 from tfjob_operator.controller.client import Kube, MissingAPI, NotLeader
 from tfjob_operator.controller.failedcreates import FailedCreates
 from tfjob_operator.controller.jobstate import Failing, JobKey, JobState
+from tfjob_operator.controller.projections import unpacked
 from tfjob_operator.controller.workloads import Workloads, seen
 from tfjob_operator.controller.workqueue import RetryableError
 from tfjob_operator.rules import handover
@@ -172,7 +173,7 @@ class Reconciler:
         if not bodies:
             self.state.pop(key, None)
             return None
-        body = bodies[0]
+        body = unpacked(bodies[0])
         job = self.state.get(key)
         if job is not None and job.written is not None:
             if body["metadata"].get("resourceVersion") in job.written.superseded:
