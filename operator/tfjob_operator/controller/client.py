@@ -322,11 +322,7 @@ class Kube:
             path("", "v1", "events", namespace), query={"fieldSelector": selector}
         )
         return newest_messages(
-            (
-                _involved(event),
-                _event_time(event),
-                event.get("message"),
-            )
+            (_involved(event), _event_time(event), event.get("message"))
             for event in listed.get("items") or []
         )
 
@@ -447,9 +443,9 @@ def child_path(manifest: dict[str, Any]) -> str:
     if kind in CHILD_KINDS:
         group, plural = CHILD_KINDS[kind]
         version = "v1"
-    else:  # a PodGroup of the gang scheduler
+    else:  # the gang scheduler's PodGroup, in its own group and version
         group, version = manifest["apiVersion"].split("/")
-        plural = kind.lower() + "s"
+        plural = "podgroups"
     return path(group, version, plural, meta["namespace"], meta["name"])
 
 
@@ -459,11 +455,10 @@ def _involved(event: dict[str, Any]) -> tuple[str | None, str | None]:
 
 
 def _event_time(event: dict[str, Any]) -> str:
-    """When an Event last happened, as RFC 3339 in UTC (which orders as text)."""
+    """When an Event last happened: its lastTimestamp, else its creation; both RFC 3339 in
+    UTC to the second, which orders as text."""
     meta = event.get("metadata") or {}
-    return str(
-        event.get("lastTimestamp") or event.get("eventTime") or meta.get("creationTimestamp") or ""
-    )
+    return str(event.get("lastTimestamp") or meta.get("creationTimestamp") or "")
 
 
 def _leaves_rolling_update(e: kubernetes.client.ApiException) -> bool:
