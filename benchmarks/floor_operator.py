@@ -4,7 +4,8 @@
 FLOOR_MODE=empty: an empty handler that only notes when each job's first event came (a line
 `name monotonic-time` in FLOOR_LOG), kopf's own cost. FLOOR_MODE=children: the same handler
 also creates the job's children (the operator's own pure functions build them) with the
-Kubernetes client, as a hand-written kopf operator would: kopf and the client.
+Kubernetes client's `ApiClient`, by path as the operator sends its requests (controller/rest.py;
+the client's typed classes are not loaded): kopf and the client.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import kopf
 import kubernetes
 
 from tfjob_operator.api.spec import GROUP, PLURAL, VERSION, parse_spec
+from tfjob_operator.controller import rest
+from tfjob_operator.controller.client import CHILD_KINDS
 from tfjob_operator.rules.children import JobRef, desired_children
 
 MODE = os.environ.get("FLOOR_MODE", "empty")
@@ -35,8 +38,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     settings.watching.client_timeout = 300
     settings.watching.chunk_size = 500
     kubernetes.config.load_kube_config()
-    api = kubernetes.client.ApiClient()
-    memo.core, memo.apps = kubernetes.client.CoreV1Api(api), kubernetes.client.AppsV1Api(api)
+    memo.rest = rest.Rest(kubernetes.client.ApiClient())
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
@@ -52,11 +54,9 @@ def job_event(
     if MODE == "children":
         ref = JobRef(name, namespace, body["metadata"]["uid"])
         for obj in desired_children(ref, parse_spec(dict(body["spec"])), "cluster.local"):
+            group, plural = CHILD_KINDS[obj["kind"]]
             try:
-                if obj["kind"] == "Service":
-                    memo.core.create_namespaced_service(namespace, obj)
-                else:
-                    memo.apps.create_namespaced_stateful_set(namespace, obj)
+                memo.rest.request("POST", rest.path(group, "v1", plural, namespace), body=obj)
             except kubernetes.client.ApiException as e:
                 if e.status != 409:  # made already: a handler run twice
                     raise
