@@ -5,8 +5,9 @@ Events. The reconcile (`reconcile.py`) calls them in their order; the job's Kueu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import kopf
@@ -24,6 +25,34 @@ log = logging.getLogger(__name__)
 # A status write that changes only pod counts waits this long, so that the pods of a job that
 # come up (or go away) together cost one write.
 COUNTS_DELAY_SECONDS = 1.0
+# A status write waits at most this long for the children being applied (`ChildrenFirst`).
+STATUS_WAIT_SECONDS = 1.0
+
+
+class ChildrenFirst:
+    """Children before bookkeeping: while any job's children are being applied, status writes
+    (and the Events that follow them) wait, for at most STATUS_WAIT_SECONDS. In a burst of new
+    jobs, the StatefulSets that start the pods get the API server first."""
+
+    def __init__(self) -> None:
+        self._applying = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @contextlib.contextmanager
+    def applying(self) -> Iterator[None]:
+        self._applying += 1
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self._applying -= 1
+            if not self._applying:
+                self._idle.set()
+
+    async def wait(self) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), STATUS_WAIT_SECONDS)
 
 
 def apply_children(kube: Kube, children: list[dict[str, Any]]) -> dict[str, int]:
@@ -89,9 +118,17 @@ def counts_wait(job: JobState, decision: Decision, clock: Callable[[], float]) -
 
 
 async def write_status(
-    kube: Kube, job: JobState, key: JobKey, body: dict[str, Any], decision: Decision
+    kube: Kube,
+    job: JobState,
+    key: JobKey,
+    body: dict[str, Any],
+    decision: Decision,
+    first: ChildrenFirst | None = None,
 ) -> None:
-    """The status patch, then the events it announces and the job metrics it moves."""
+    """The status patch, then the events it announces and the job metrics it moves; after
+    the children being applied (`first`)."""
+    if first is not None and (decision.patch or decision.events):
+        await first.wait()
     if decision.patch:
         try:
             result = await asyncio.to_thread(kube.patch_status, key[0], key[1], decision.patch)

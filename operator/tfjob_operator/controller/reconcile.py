@@ -25,6 +25,7 @@ import urllib3
 
 from tfjob_operator.controller import metrics
 from tfjob_operator.controller.apply import (
+    ChildrenFirst,
     apply_children,
     converge,
     counts_wait,
@@ -90,6 +91,8 @@ class Reconciler:
     workloads: Workloads = field(init=False)
     # After a start or a take-over: the jobs not yet looked at, and since when.
     _first_pass: tuple[set[JobKey], float, int] | None = None
+    # Status writes wait for the children being applied.
+    children_first: ChildrenFirst = field(init=False, default_factory=ChildrenFirst)
 
     def __post_init__(self) -> None:
         self.failed_creates = FailedCreates(self.kube, self.clock)
@@ -314,7 +317,7 @@ class Reconciler:
 
         counts_delay = counts_wait(job, decision, self.clock)
         if counts_delay is None:
-            await write_status(self.kube, job, key, body, decision)
+            await write_status(self.kube, job, key, body, decision, self.children_first)
         # Their news is written now (a patch of counts alone, which may wait, holds none).
         for said in departed:
             job.departed.pop(said.uid, None)
@@ -357,7 +360,10 @@ class Reconciler:
             return decision
         forgotten = job.forgotten
         try:
-            job.generations = await asyncio.to_thread(apply_children, self.kube, decision.children)
+            with self.children_first.applying():
+                job.generations = await asyncio.to_thread(
+                    apply_children, self.kube, decision.children
+                )
         except kubernetes.client.ApiException as e:
             if not is_terminal(e):
                 raise
