@@ -67,10 +67,6 @@ LOST_LEASE_EXIT = 3  # the exit status of a replica that lost the leader Lease
 # The API client is synchronous: its calls run in this many threads (asyncio's default is the
 # cores + 4, which leaves a burst of new jobs queued behind a few requests in flight).
 API_THREADS = 16
-# A child's change wakes its job this much later, so that the changes that come together (a
-# job's StatefulSets made, their status, their pods) cost one reconcile, not one each. A
-# deletion wakes it at once.
-CHILD_FOLD_SECONDS = 0.25
 
 
 def watched(gang: Gang | None) -> list[tuple[str, str, str]]:
@@ -297,12 +293,8 @@ def _child_event(
     elif type == "DELETED":
         memo.reconciler.forget_children(key)
     context = memo.shared.handler_context
-    if context is None:  # no job is known yet: their own events will come
-        return
-    if type == "DELETED":
+    if context is not None:  # else no job is known yet: their own events will come
         context.run(memo.queue.schedule, key)
-    else:
-        context.run(memo.queue.schedule_later, key, CHILD_FOLD_SECONDS)
 
 
 async def owned_event(

@@ -15,7 +15,6 @@ import kopf
 import pytest
 
 from tfjob_operator.controller import handlers
-from tfjob_operator.controller.workqueue import WorkQueue
 from tfjob_operator.rules import naming
 from tfjob_operator.rules.gang import Gang, Scheduler
 from tfjob_operator.rules.lifecycle import JobView, decide
@@ -104,35 +103,6 @@ def test_a_deleted_child_makes_the_leader_apply_its_job_again():
     deleted(memo, "services")
     assert reconciler.forgotten == [KEY]
     assert memo.queue.scheduled == [KEY]
-
-
-def test_changes_of_a_jobs_children_that_come_together_cost_one_reconcile():
-    """Its StatefulSet made, then its status, then a pod: one reconcile, CHILD_FOLD_SECONDS
-    after the first change, not one per event; a deletion wakes the job at once."""
-
-    async def main() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-        runs: list[tuple[str, str]] = []
-
-        async def work(key: tuple[str, str]) -> None:
-            runs.append(key)
-
-        memo = memo_of(Forgetting())
-        memo.queue = queue = WorkQueue(work)
-        changes = [("statefulsets", "ADDED"), ("statefulsets", "MODIFIED"), ("pods", "ADDED")]
-        for plural, type_ in changes:
-            handlers._child_event(memo, plural, type_, KEY, {"metadata": {}})
-        folded = list(queue._timers)
-        assert not queue._running, "a change woke its job at once"
-        deadline = asyncio.get_running_loop().time() + 5
-        while (queue._timers or queue._running) and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(0.01)
-        assert not queue._timers and not queue._running, "the job was never woken"
-        deleted(memo, "statefulsets")
-        return folded, [*runs, *queue._running]
-
-    folded, runs = asyncio.run(main())
-    assert folded == [KEY]
-    assert runs == [KEY, KEY], "one reconcile for the three changes, one at once for the deletion"
 
 
 def test_a_deleted_pod_is_handed_to_the_leader_as_it_last_was():
