@@ -51,6 +51,8 @@ class ChildrenFirst:
                 self._idle.set()
 
     async def wait(self) -> None:
+        if self._idle.is_set():
+            return  # the common case: no task or timer made for nothing
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._idle.wait(), STATUS_WAIT_SECONDS)
 

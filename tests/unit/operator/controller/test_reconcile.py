@@ -10,14 +10,17 @@ records every call (fakes.py), and time is the reconciler's injected clock: no s
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import dataclasses
 import json
+import threading
 from typing import Any
 
 import kubernetes
 import pytest
 
+from tfjob_operator.controller import apply as apply_module
 from tfjob_operator.controller.apply import COUNTS_DELAY_SECONDS
 from tfjob_operator.controller.failedcreates import (
     CREATE_CHECK_SECONDS,
@@ -470,3 +473,47 @@ def test_a_finished_job_that_waits_for_nothing_keeps_no_parsed_spec(cluster):
         cluster.now += delay
     assert st.state(cluster.status(key)) == "Succeeded"
     assert cluster.reconciler.state[key].view is None
+
+
+def test_a_status_write_waits_while_another_jobs_children_are_applied(cluster, monkeypatch):
+    """Children before bookkeeping (`apply.ChildrenFirst`): while one job's children are being
+    applied, another job's status write waits, and goes once they are."""
+    monkeypatch.setattr(apply_module, "STATUS_WAIT_SECONDS", 30.0)
+    first = cluster.create("first", replicas={"Worker": 1})
+    second = cluster.create("second", replicas={"Worker": 1})
+    applying, release = threading.Event(), threading.Event()
+    plain_apply = cluster.kube.apply
+
+    def slow_apply(manifest: dict[str, Any]) -> int | None:
+        if manifest["metadata"]["name"].startswith("first"):
+            applying.set()
+            assert release.wait(10), "never released"
+        return plain_apply(manifest)
+
+    cluster.kube.apply = slow_apply
+    gate = cluster.reconciler.children_first
+    plain_wait, waiting = gate.wait, asyncio.Event()
+
+    async def spied_wait() -> None:
+        waiting.set()
+        await plain_wait()
+
+    gate.wait = spied_wait  # type: ignore[method-assign]
+
+    async def both() -> list[str]:
+        one = asyncio.create_task(cluster.reconciler(first))
+        assert await asyncio.to_thread(applying.wait, 10), "the first job applied nothing"
+        two = asyncio.create_task(cluster.reconciler(second))
+        await asyncio.wait_for(waiting.wait(), 10)  # the second job's write reached the gate
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert not cluster.writes(second), "the status write went before the children"
+        assert not two.done()
+        release.set()
+        await asyncio.wait_for(asyncio.gather(one, two), 10)
+        return [c[2] for c in cluster.kube.calls if c[0] in ("apply", "patch_status")]
+
+    order = cluster.loop.run_until_complete(both())
+    last_apply_of_first = max(i for i, name in enumerate(order) if name.startswith("first-"))
+    assert order.index("second") > last_apply_of_first
+    assert len(cluster.writes(second)) == 1
