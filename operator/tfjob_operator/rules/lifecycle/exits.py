@@ -199,6 +199,12 @@ def replica_counts(
     old = status.get("replicaStatuses") or {}
     if frozen and not old:
         return {}  # finished before anything was counted (an invalid spec): the status is final
+    # The reconcile that finishes the job counts the exits that decided it, from the ledger:
+    # the kubelet may have started the container again (restartPolicy Always) before anyone
+    # looked, and the counts are frozen from then on.
+    finishing = st.is_finished(status)
+    ledger = status.get("terminations") or {}
+    failure = (status.get("failure") or {}).get("pod")
     counts: dict[str, Any] = {}
     for rt in spec.replicas():
         prev = old.get(rt.value) or {}
@@ -211,11 +217,11 @@ def replica_counts(
         if frozen:
             counts[rt.value] = {**prev, "active": active}
             continue
-        latest = [p.latest_exit for p in mine if not p.running]
+        verdicts = [_verdict(p, ledger, failure) if finishing else _down(p) for p in mine]
         counts[rt.value] = {
             "active": active,
-            "succeeded": sum(1 for e in latest if e is not None and e.code == 0),
-            "failed": sum(1 for e in latest if e is not None and _failed(e)),
+            "succeeded": verdicts.count("succeeded"),
+            "failed": verdicts.count("failed"),
             "restarts": prev.get("restarts", 0),
         }
     expected = sum(rs.replicas for rs in spec.replicas().values())
@@ -224,3 +230,23 @@ def replica_counts(
         "activeReplicas": f"{sum(c['active'] for c in counts.values())}/{expected}",
         "restarts": sum(c.get("restarts", 0) for c in counts.values()),
     }
+
+
+def _down(pod: PodObservation) -> str | None:
+    """How a pod that is down ended: "succeeded", "failed", or None (it runs, or never ran)."""
+    ex = None if pod.running else pod.latest_exit
+    if ex is None:
+        return None
+    return "succeeded" if ex.code == 0 else "failed" if _failed(ex) else None
+
+
+def _verdict(pod: PodObservation, ledger: Mapping[str, Any], failure: str | None) -> str | None:
+    """How a pod of a job that has just finished counts: as it is down, else as the ledger
+    remembers its success or the status names it as the job's failure."""
+    down = _down(pod)
+    if down is not None:
+        return down
+    entry = ledger.get(pod.name) or {}
+    if entry.get("uid") == pod.uid and entry.get("succeeded"):
+        return "succeeded"
+    return "failed" if pod.name == failure else None

@@ -573,3 +573,36 @@ def test_pods_coming_up_change_only_the_counts_and_a_successful_life_takes_four_
     gone = run.step()
     assert st.counts_only(gone.patch) and run.status["activeReplicas"] == "0/3"
     assert not run.step().patch, "a finished job with its pods gone writes nothing more"
+
+
+@pytest.mark.parametrize(
+    ("spec", "policy", "last", "state", "counts"),
+    [
+        ({"Chief": 1, "Worker": 1}, "Never", ("chief", 0), "Succeeded", ("Chief", 1, 0)),
+        ({"Worker": 2}, "Never", ("worker", 0), "Succeeded", ("Worker", 1, 0)),
+        ({"Worker": 2}, "Never", ("worker", 1), "Failed", ("Worker", 0, 1)),
+        ({"Chief": 1, "Worker": 1}, "ExitCode", ("worker", 0), "Failed", ("Worker", 0, 1)),
+    ],
+)
+def test_a_verdict_seen_after_the_kubelet_restarted_the_pod_is_counted(
+    spec, policy, last, state, counts
+):
+    """The pod's container runs again (restartPolicy Always) before the operator looks: the
+    exit that decides the job is counted all the same, and the finished job's counts keep it."""
+    run = Run(tfjob(replicas=spec, restart_policy=policy))
+    run.step(*running("mnist", spec))
+    rt, i = last
+    code = 0 if state == "Succeeded" else 1
+    pods = [p for p in running("mnist", spec) if p["metadata"]["name"] != f"mnist-{rt}-{i}"]
+    run.step(*pods, pod("mnist", rt, i, last_exit=code, restarts=1))
+    assert run.state() == state
+    kind, succeeded, failed = counts
+    assert run.status["replicaStatuses"][kind] == {
+        "active": spec[kind],
+        "succeeded": succeeded,
+        "failed": failed,
+        "restarts": 0,
+    }
+    run.step()  # scaled down: the counts stay
+    assert run.status["replicaStatuses"][kind]["succeeded"] == succeeded
+    assert run.status["replicaStatuses"][kind]["failed"] == failed
