@@ -5,7 +5,8 @@ FLOOR_MODE=empty: an empty handler that only notes when each job's first event c
 `name monotonic-time` in FLOOR_LOG), kopf's own cost. FLOOR_MODE=children: the same handler
 also creates the job's children (the operator's own pure functions build them) with the
 Kubernetes client's `ApiClient`, by path as the operator sends its requests (controller/rest.py;
-the client's typed classes are not loaded): kopf and the client.
+the client's typed classes are not loaded): kopf and the client. FLOOR_MODE=apply: the same,
+by server-side apply with the operator's field manager, as the operator sends its children.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ import kubernetes
 from tfjob_operator.api.spec import GROUP, PLURAL, VERSION, parse_spec
 from tfjob_operator.controller import rest
 from tfjob_operator.controller.client import CHILD_KINDS
+from tfjob_operator.controller.rest import APPLY
 from tfjob_operator.rules.children import JobRef, desired_children
+from tfjob_operator.rules.naming import FIELD_MANAGER
 
 MODE = os.environ.get("FLOOR_MODE", "empty")
 _seen: set[str] = set()
@@ -51,12 +54,22 @@ def job_event(
         if name in _seen:
             return
         _seen.add(name)
-    if MODE == "children":
+    if MODE in ("children", "apply"):
         ref = JobRef(name, namespace, body["metadata"]["uid"])
         for obj in desired_children(ref, parse_spec(dict(body["spec"])), "cluster.local"):
             group, plural = CHILD_KINDS[obj["kind"]]
+            where = rest.path(group, "v1", plural, namespace)
+            if MODE == "apply":
+                memo.rest.request(
+                    "PATCH",
+                    f"{where}/{obj['metadata']['name']}",
+                    query={"fieldManager": FIELD_MANAGER, "force": True},
+                    body=obj,
+                    content_type=APPLY,
+                )
+                continue
             try:
-                memo.rest.request("POST", rest.path(group, "v1", plural, namespace), body=obj)
+                memo.rest.request("POST", where, body=obj)
             except kubernetes.client.ApiException as e:
                 if e.status != 409:  # made already: a handler run twice
                     raise

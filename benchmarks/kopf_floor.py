@@ -1,17 +1,18 @@
 """kopf's own floor under the operator: the same TFJob events through an empty kopf handler,
-through the leanest kopf operator that creates the same children, and through the operator.
+through the leanest kopf operator that creates the same children, the same one applying them
+(server-side apply, as the operator sends them), and through the operator.
 
 On one control plane, one contender after the other, each in a namespace of its own and each
 its own process (benchmarks/floor_operator.py run by `kopf run`, or `python -m tfjob_operator
 --namespace ours`), with the controller-manager settled in between:
 
 1. a burst of `--burst` TFJobs created at once: p50/p99 from each create to its handler's first
-   call (the empty handler) or to its 4 children (the other two);
+   call (the empty handler) or to its 4 children (the others);
 2. `--jobs` more created at once: the time until all are handled, the process's CPU;
 3. the process idle with all of them for IDLE_SECONDS: its RSS then (and at start, with none).
 
-No kubelet runs: the pods the controller-manager makes stay Pending, for all three alike.
-Run: `python benchmarks/kopf_floor.py` (about 10 minutes on 2 cores).
+No kubelet runs: the pods the controller-manager makes stay Pending, for all alike.
+Run: `python benchmarks/kopf_floor.py` (about 15 minutes on 2 cores).
 """
 
 from __future__ import annotations
@@ -184,8 +185,8 @@ def print_table(results: dict[str, dict[str, Any]], burst: int, jobs: int) -> No
         cells = [fmt.format(results[h][key]).rjust(len(h)) for h in heads]
         print(" | ".join([label.ljust(width), *cells]))
     print(
-        "\nhandled: the empty handler's first call; the 4 children in place for the other two "
-        "(2 Services, 2 StatefulSets)."
+        "\nhandled: the empty handler's first call; the 4 children in place for the others "
+        "(2 Services, 2 StatefulSets), created (POST) or server-side applied (PATCH)."
     )
 
 
@@ -196,7 +197,7 @@ def main() -> None:
     args = parser.parse_args()
     with audited_plane("tfjob-kopf-floor-") as (work, plane, kubectl, api):
         kcm = Audit(plane.audit_log, ("kube-controller-manager/",))
-        for ns in ("floor-empty", "floor-children", "ours"):
+        for ns in ("floor-empty", "floor-children", "floor-apply", "ours"):
             kubectl("create", "namespace", ns)
         results: dict[str, dict[str, Any]] = {}
         floor = KopfFloor(plane.kubeconfig, work, "empty", "floor-empty")
@@ -204,6 +205,11 @@ def main() -> None:
         lean = KopfFloor(plane.kubeconfig, work, "children", "floor-children")
         results["kopf + client, children"] = run_with_children(
             api, lean.start, lean.stop, "floor-children", args.burst, args.jobs
+        )
+        settle(kcm)
+        applying = KopfFloor(plane.kubeconfig, work, "apply", "floor-apply")
+        results["kopf + client, applying"] = run_with_children(
+            api, applying.start, applying.stop, "floor-apply", args.burst, args.jobs
         )
         settle(kcm)
         ours = OperatorProcess(

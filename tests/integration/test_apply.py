@@ -84,3 +84,47 @@ def test_server_side_apply_takes_numeric_quantities_and_refuses_duplicate_keys(k
     assert refused.returncode != 0
     assert "failed to create typed patch object" in refused.stderr, refused.stderr
     assert "duplicate entries for key [containerPort=2222" in refused.stderr, refused.stderr
+
+
+def _ours(obj) -> list[tuple[str, str | None]]:
+    return sorted(
+        (f.operation, f.subresource)
+        for f in obj.metadata.managed_fields or []
+        if f.manager == "tfjob-operator"
+    )
+
+
+def test_children_created_for_a_new_job_are_owned_as_if_applied(kube, apps, core, ns):
+    """A new job's children are created (POST); the first apply after takes their fields as
+    its own, so a field it leaves out goes, as if an apply had made them."""
+    body = tfjob(replicas={"Worker": 1})
+    body["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"] = [
+        {"name": "KEEP", "value": "1"},
+        {"name": "DROP", "value": "2"},
+    ]
+    children = desired_children(
+        JobRef("mnist", ns, "0000"), parse_spec(body["spec"]), "cluster.local"
+    )
+    for child in children:
+        del child["metadata"]["ownerReferences"]
+    for child in children:
+        kube.apply(child, fresh=True)
+    sts = apps.read_namespaced_stateful_set("mnist-worker", ns)
+    assert _ours(sts) == [("Update", None)], "created, not applied"
+    created = sts.metadata.resource_version
+    for child in children:
+        kube.apply(child, fresh=True)  # made already: applied after all
+    sts = apps.read_namespaced_stateful_set("mnist-worker", ns)
+    assert _ours(sts) == [("Apply", None)]
+    assert sts.metadata.resource_version != created  # the ownership, not the object, changed
+    assert sts.metadata.generation == 1
+    assert _ours(core.read_namespaced_service("mnist-worker", ns)) == [("Apply", None)]
+
+    env = children[-1]["spec"]["template"]["spec"]["containers"][0]["env"]
+    env[:] = [e for e in env if e["name"] != "DROP"]
+    assert children[-1]["metadata"]["name"] == "mnist-worker"
+    assert kube.apply(children[-1]) == 2
+    sts = apps.read_namespaced_stateful_set("mnist-worker", ns)
+    names = [e.name for e in sts.spec.template.spec.containers[0].env]
+    assert "KEEP" in names and "DROP" not in names, names
+    assert _ours(sts) == [("Apply", None)]

@@ -25,16 +25,18 @@ FOREIGN = "training.kubeflow.org/job-name="
 FIRST_PASS = re.compile(r"first pass: all (\d+) TFJobs known at the start looked at")
 CHILDREN = {"pods", "statefulsets", "services", "persistentvolumeclaims", "deployments"}
 EVENTS = {"TFJobCreated", "TFJobRunning", "TFJobSucceeded"}
-# PS=1, Worker=2, from create to Succeeded and scaled down: both children applied once, both
-# StatefulSets scaled to 0 once, one Event per transition. Status patches: Created, Running,
+# PS=1, Worker=2, from create to Succeeded and scaled down: both children created once (a new
+# job's children are created, not applied), both StatefulSets scaled to 0 once, one Event per
+# transition. Status patches: Created, Running,
 # Succeeded, then the pod counts once the pods are gone (twice if the two StatefulSets' pods go
 # more than a moment apart). Before the counting, a job took 9 status patches, 4 Events (its
 # TFJobCreated twice) and a list of Events every 10 s while its pods were being made.
 # No pod is patched: the per-pod Kubeflow labels (replica index, master role), one patch per
 # PS or Worker pod, are for jobs of Kubeflow's own group (tests/integration/test_kubeflow.py).
 CHILD_WRITES = {
-    ("patch", "services"): 2,
-    ("patch", "statefulsets"): 4,
+    ("create", "services"): 2,
+    ("create", "statefulsets"): 2,
+    ("patch", "statefulsets"): 2,
     ("create", "events"): 3,
 }
 STATUS_PATCHES = range(4, 6)

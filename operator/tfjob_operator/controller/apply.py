@@ -57,12 +57,14 @@ class ChildrenFirst:
             await asyncio.wait_for(self._idle.wait(), STATUS_WAIT_SECONDS)
 
 
-def apply_children(kube: Kube, children: list[dict[str, Any]]) -> dict[str, int]:
+def apply_children(
+    kube: Kube, children: list[dict[str, Any]], fresh: bool = False
+) -> dict[str, int]:
     """Server-side apply each child (in a thread: the client blocks); each StatefulSet's
-    generation as applied, by name."""
+    generation as applied, by name. A `fresh` job's children are created (`Kube.apply`)."""
     generations = {}
     for child in children:
-        generation = kube.apply(child)
+        generation = kube.apply(child, fresh)
         if generation is not None:
             generations[child["metadata"]["name"]] = generation
     return generations

@@ -1,7 +1,9 @@
 """The few API calls the operator makes besides kopf's watching: apply, patch status, delete.
 
 Children are written with server-side apply under one field manager, so applying the same
-desired objects twice changes nothing, and a conflict with another writer cannot stall us.
+desired objects twice changes nothing, and a conflict with another writer cannot stall us. A
+new job's children are created, which costs the API server less, then owned as applied
+(`ownership`).
 """
 
 from __future__ import annotations
@@ -16,11 +18,16 @@ from typing import Any, cast
 import kubernetes
 
 from tfjob_operator.api.spec import GROUP, GROUPS, PLURAL, VERSION
+from tfjob_operator.controller import ownership
 from tfjob_operator.controller.ratelimit import MAX_RETRIES, TokenBucket, retry_after
-from tfjob_operator.controller.rest import APPLY, JSON, MERGE, Rest, path
+from tfjob_operator.controller.rest import APPLY, JSON, JSON_PATCH, MERGE, Rest, path
 from tfjob_operator.rules import kubeflow, kueue, naming
 
 log = logging.getLogger(__name__)
+
+# Applies of a child made by a create, before its fields are owned as applied
+# (`Kube._apply_owned`): each retry follows a write by someone else in between.
+FOLD_ATTEMPTS = 3
 
 # Every write below, as (API group, resource, verb): the RBAC rules must grant exactly these
 # plus list/watch of what is watched (a test checks rbac.RULES against them).
@@ -180,19 +187,72 @@ class Kube:
                 raise
             return None
 
-    def apply(self, manifest: dict[str, Any]) -> int | None:
+    def apply(self, manifest: dict[str, Any], fresh: bool = False) -> int | None:
         """Server-side apply one child; creates it when missing. A StatefulSet's generation
-        as applied (None for other kinds)."""
+        as applied (None for other kinds). A `fresh` job's child is likely missing: it is
+        created (one step less for the API server), and applied if it exists after all."""
         self._fence()
-        meta = manifest["metadata"]
         if manifest["kind"] == "PersistentVolumeClaim":
             self._create_claim(manifest)
             return None
         if manifest["kind"] == "PodGroup":
             self._apply_pod_group(manifest)
             return None
+        data = self._create(manifest) if fresh else None
+        if data is None:
+            data = self._apply_owned(manifest)
+        if manifest["kind"] != "StatefulSet" or not data:
+            return None
+        generation = json.loads(data).get("metadata", {}).get("generation")
+        return int(generation) if generation is not None else None
+
+    def _create(self, manifest: dict[str, Any]) -> bytes | None:
+        """Create a child; None when it exists already. A field the API does not know is
+        refused, as an apply refuses it, not dropped."""
+        meta = manifest["metadata"]
+        group, plural = CHILD_KINDS[manifest["kind"]]
+        return self._send(
+            "POST",
+            path(group, "v1", plural, meta["namespace"]),
+            manifest,
+            unless=(409,),
+            fieldManager=naming.FIELD_MANAGER,
+            fieldValidation="Strict",
+        )
+
+    def _apply_owned(self, manifest: dict[str, Any]) -> bytes | None:
+        """Apply a child; when it was created (`_create`), or patched, by the operator, fold
+        those updates into the apply's ownership and apply again (`ownership`)."""
+        for _ in range(FOLD_ATTEMPTS):
+            data = self._apply_with_strategy(manifest)
+            meta = json.loads(data).get("metadata", {}) if data else {}
+            fields = ownership.folded(meta.get("managedFields") or [], naming.FIELD_MANAGER)
+            if fields is None:
+                return data
+            patch = [
+                # Only over the object as the apply left it: nobody's write between is lost.
+                {
+                    "op": "test",
+                    "path": "/metadata/resourceVersion",
+                    "value": meta["resourceVersion"],
+                },
+                {"op": "replace", "path": "/metadata/managedFields", "value": fields},
+            ]
+            try:
+                self._send("PATCH", child_path(manifest), patch, content_type=JSON_PATCH)
+            except kubernetes.client.ApiException as e:
+                if e.status not in (409, 422):
+                    raise
+                continue  # written meanwhile (its status, most likely): again, as it is now
+            log.info("%s/%s: owned as applied now", meta.get("namespace"), meta.get("name"))
+            return self._apply_one(manifest)
+        log.warning("%s: its fields stay owned as created", child_path(manifest))
+        return data
+
+    def _apply_with_strategy(self, manifest: dict[str, Any]) -> bytes | None:
+        meta = manifest["metadata"]
         try:
-            data = self._apply_one(manifest)
+            return self._apply_one(manifest)
         except kubernetes.client.ApiException as e:
             if manifest["kind"] != "StatefulSet" or not _leaves_rolling_update(e):
                 raise
@@ -207,11 +267,7 @@ class Kube:
                 content_type=MERGE,
                 fieldManager=naming.FIELD_MANAGER,
             )
-            data = self._apply_one(manifest)
-        if manifest["kind"] != "StatefulSet" or not data:
-            return None
-        generation = json.loads(data).get("metadata", {}).get("generation")
-        return int(generation) if generation is not None else None
+            return self._apply_one(manifest)
 
     def _apply_one(self, manifest: dict[str, Any]) -> bytes | None:
         return self._send(

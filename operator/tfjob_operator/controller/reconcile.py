@@ -310,7 +310,9 @@ class Reconciler:
                 departed=departed,
             )
 
-        decision = await self._apply_children(job, decision, refused)
+        # A new job: nothing applied yet, no StatefulSet seen, no condition written.
+        fresh = job.applied is None and not sets and not view.status.get("conditions")
+        decision = await self._apply_children(job, decision, refused, fresh)
         if decision.scale_down or decision.delete_children:
             await asyncio.to_thread(converge, self.kube, key[0], decision)
         await label_pods(self.kube, job, key[0], decision)
@@ -349,10 +351,15 @@ class Reconciler:
         return min(delays) if delays else None
 
     async def _apply_children(
-        self, job: JobState, decision: Decision, refused: Callable[[str], Decision]
+        self,
+        job: JobState,
+        decision: Decision,
+        refused: Callable[[str], Decision],
+        fresh: bool,
     ) -> Decision:
         """Apply the decision's children unless they are the ones last applied; the decision
-        that stands after (`refused`'s, for children Kubernetes will never take)."""
+        that stands after (`refused`'s, for children Kubernetes will never take). A `fresh`
+        job's are created."""
         fingerprint = hashlib.blake2b(
             json.dumps(decision.children, sort_keys=True).encode(), digest_size=16
         ).digest()
@@ -362,7 +369,7 @@ class Reconciler:
         try:
             with self.children_first.applying():
                 job.generations = await asyncio.to_thread(
-                    apply_children, self.kube, decision.children
+                    apply_children, self.kube, decision.children, fresh
                 )
         except kubernetes.client.ApiException as e:
             if not is_terminal(e):

@@ -48,6 +48,7 @@ class FakeKube:
         self.group = GROUP
         # Each StatefulSet's generation as an apply leaves it, by name (default 1).
         self.generations: dict[str, int] = {}
+        self.fresh: list[tuple[str, bool]] = []  # (child, whether applied as a new job's)
         self._rv = 1
 
     def next_rv(self) -> str:
@@ -63,9 +64,10 @@ class FakeKube:
     def may_write(self) -> bool:
         return self.leading.pop(0) if self.leading else True
 
-    def apply(self, manifest: dict[str, Any]) -> int | None:
+    def apply(self, manifest: dict[str, Any], fresh: bool = False) -> int | None:
         name = manifest["metadata"]["name"]
         self._call("apply", manifest["kind"], name)
+        self.fresh.append((name, fresh))
         return self.generations.get(name, 1) if manifest["kind"] == "StatefulSet" else None
 
     def patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:

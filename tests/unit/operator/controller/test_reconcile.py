@@ -304,6 +304,8 @@ def test_an_unchanged_job_costs_no_call_and_no_event(cluster):
     cluster.reconcile(key)
     assert [c[0] for c in cluster.kube.calls[len(calls) :]] == ["apply"] * 2
     assert cluster.events == events
+    # Only a new job's children are created rather than applied: these exist.
+    assert [fresh for _, fresh in cluster.kube.fresh] == [True] * 2 + [False] * 2
 
 
 def test_a_child_deleted_while_the_children_are_applied_is_applied_again(cluster):
@@ -312,8 +314,8 @@ def test_a_child_deleted_while_the_children_are_applied_is_applied_again(cluster
     key = cluster.create("mnist", replicas={"Worker": 1})
     apply = cluster.kube.apply
 
-    def deleted_meanwhile(manifest: dict[str, Any]) -> None:
-        apply(manifest)
+    def deleted_meanwhile(manifest: dict[str, Any], fresh: bool = False) -> None:
+        apply(manifest, fresh)
         cluster.kube.apply = apply  # once
         cluster.reconciler.forget_children(key)
 
@@ -484,11 +486,11 @@ def test_a_status_write_waits_while_another_jobs_children_are_applied(cluster, m
     applying, release = threading.Event(), threading.Event()
     plain_apply = cluster.kube.apply
 
-    def slow_apply(manifest: dict[str, Any]) -> int | None:
+    def slow_apply(manifest: dict[str, Any], fresh: bool = False) -> int | None:
         if manifest["metadata"]["name"].startswith("first"):
             applying.set()
             assert release.wait(10), "never released"
-        return plain_apply(manifest)
+        return plain_apply(manifest, fresh)
 
     cluster.kube.apply = slow_apply
     gate = cluster.reconciler.children_first
