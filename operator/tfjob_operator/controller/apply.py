@@ -58,13 +58,14 @@ class ChildrenFirst:
 
 
 def apply_children(
-    kube: Kube, children: list[dict[str, Any]], fresh: bool = False
+    kube: Kube, children: list[dict[str, Any]], fresh: bool = False, changed: bool = True
 ) -> dict[str, int]:
     """Server-side apply each child (in a thread: the client blocks); each StatefulSet's
-    generation as applied, by name. A `fresh` job's children are created (`Kube.apply`)."""
+    generation as applied, by name. A `fresh` job's children are created; `changed` ones
+    owned as applied first (`Kube.apply`)."""
     generations = {}
     for child in children:
-        generation = kube.apply(child, fresh)
+        generation = kube.apply(child, fresh, changed)
         if generation is not None:
             generations[child["metadata"]["name"]] = generation
     return generations

@@ -187,10 +187,14 @@ class Kube:
                 raise
             return None
 
-    def apply(self, manifest: dict[str, Any], fresh: bool = False) -> int | None:
+    def apply(
+        self, manifest: dict[str, Any], fresh: bool = False, changed: bool = True
+    ) -> int | None:
         """Server-side apply one child; creates it when missing. A StatefulSet's generation
         as applied (None for other kinds). A `fresh` job's child is likely missing: it is
-        created (one step less for the API server), and applied if it exists after all."""
+        created (one step less for the API server), and applied if it exists after all. A
+        `changed` child's fields as created become the apply's first (`_apply_owned`); the
+        same child applied again (after a restart) is only applied."""
         self._fence()
         if manifest["kind"] == "PersistentVolumeClaim":
             self._create_claim(manifest)
@@ -200,7 +204,7 @@ class Kube:
             return None
         data = self._create(manifest) if fresh else None
         if data is None:
-            data = self._apply_owned(manifest)
+            data = self._apply_owned(manifest) if changed else self._apply_with_strategy(manifest)
         if manifest["kind"] != "StatefulSet" or not data:
             return None
         generation = json.loads(data).get("metadata", {}).get("generation")

@@ -366,10 +366,13 @@ class Reconciler:
         if job.applied == fingerprint:
             return decision
         forgotten = job.forgotten
+        # Other children than this process applied before; else the first apply after a
+        # start (or after a child was deleted), most likely the same children again.
+        changed = job.applied is not None
         try:
             with self.children_first.applying():
                 job.generations = await asyncio.to_thread(
-                    apply_children, self.kube, decision.children, fresh
+                    apply_children, self.kube, decision.children, fresh, changed
                 )
         except kubernetes.client.ApiException as e:
             if not is_terminal(e):

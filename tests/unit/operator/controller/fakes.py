@@ -48,7 +48,7 @@ class FakeKube:
         self.group = GROUP
         # Each StatefulSet's generation as an apply leaves it, by name (default 1).
         self.generations: dict[str, int] = {}
-        self.fresh: list[tuple[str, bool]] = []  # (child, whether applied as a new job's)
+        self.how: list[tuple[str, bool, bool]] = []  # (child, `fresh`, `changed`) per apply
         self._rv = 1
 
     def next_rv(self) -> str:
@@ -64,10 +64,12 @@ class FakeKube:
     def may_write(self) -> bool:
         return self.leading.pop(0) if self.leading else True
 
-    def apply(self, manifest: dict[str, Any], fresh: bool = False) -> int | None:
+    def apply(
+        self, manifest: dict[str, Any], fresh: bool = False, changed: bool = True
+    ) -> int | None:
         name = manifest["metadata"]["name"]
         self._call("apply", manifest["kind"], name)
-        self.fresh.append((name, fresh))
+        self.how.append((name, fresh, changed))
         return self.generations.get(name, 1) if manifest["kind"] == "StatefulSet" else None
 
     def patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:

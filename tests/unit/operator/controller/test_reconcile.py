@@ -304,8 +304,9 @@ def test_an_unchanged_job_costs_no_call_and_no_event(cluster):
     cluster.reconcile(key)
     assert [c[0] for c in cluster.kube.calls[len(calls) :]] == ["apply"] * 2
     assert cluster.events == events
-    # Only a new job's children are created rather than applied: these exist.
-    assert [fresh for _, fresh in cluster.kube.fresh] == [True] * 2 + [False] * 2
+    # Only a new job's children are created rather than applied: these exist, and are the
+    # same children again.
+    assert [how for _, *how in cluster.kube.how] == [[True, False]] * 2 + [[False, False]] * 2
 
 
 def test_a_child_deleted_while_the_children_are_applied_is_applied_again(cluster):
@@ -314,8 +315,8 @@ def test_a_child_deleted_while_the_children_are_applied_is_applied_again(cluster
     key = cluster.create("mnist", replicas={"Worker": 1})
     apply = cluster.kube.apply
 
-    def deleted_meanwhile(manifest: dict[str, Any], fresh: bool = False) -> None:
-        apply(manifest, fresh)
+    def deleted_meanwhile(manifest: dict[str, Any], *how: bool) -> None:
+        apply(manifest, *how)
         cluster.kube.apply = apply  # once
         cluster.reconciler.forget_children(key)
 
@@ -486,11 +487,11 @@ def test_a_status_write_waits_while_another_jobs_children_are_applied(cluster, m
     applying, release = threading.Event(), threading.Event()
     plain_apply = cluster.kube.apply
 
-    def slow_apply(manifest: dict[str, Any], fresh: bool = False) -> int | None:
+    def slow_apply(manifest: dict[str, Any], *how: bool) -> int | None:
         if manifest["metadata"]["name"].startswith("first"):
             applying.set()
             assert release.wait(10), "never released"
-        return plain_apply(manifest, fresh)
+        return plain_apply(manifest, *how)
 
     cluster.kube.apply = slow_apply
     gate = cluster.reconciler.children_first
@@ -519,3 +520,21 @@ def test_a_status_write_waits_while_another_jobs_children_are_applied(cluster, m
     last_apply_of_first = max(i for i, name in enumerate(order) if name.startswith("first-"))
     assert order.index("second") > last_apply_of_first
     assert len(cluster.writes(second)) == 1
+
+
+def test_a_new_jobs_children_are_created_and_a_change_of_them_is_owned_as_applied(cluster):
+    """`Kube.apply`'s ways: a new job's children are created; other children than those
+    applied before take over what the create set (a field left out goes); the same children
+    again after a start are only applied."""
+    key = cluster.create("mnist", replicas={"Worker": 1})
+    cluster.reconcile(key)
+    assert [how for _, *how in cluster.kube.how] == [[True, False]] * 2
+    stored = cluster.kube.stored[key]
+    template = stored["spec"]["tfReplicaSpecs"]["Worker"]["template"]
+    template["spec"]["containers"][0]["image"] = "trainer:2"
+    stored["metadata"]["generation"] = 2
+    cluster.deliver(key)
+    cluster.kube.how.clear()
+    cluster.reconcile(key)
+    assert ("mnist-worker", False, True) in cluster.kube.how
+    assert all(not fresh for _, fresh, _ in cluster.kube.how)
