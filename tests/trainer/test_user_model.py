@@ -30,6 +30,7 @@ USER = [
 # The target's variance is about 18 and its noise's 0.01: a model that learnt nothing scores
 # about 18, one that learnt the weights and offsets well under this.
 MAX_LOSS = 0.25
+UNTRAINED_LOSS = 18.0
 RESTORED = re.compile(r"restored \S+ at step (\d+)")
 
 
@@ -67,7 +68,11 @@ def test_parameter_servers_train_it_and_the_evaluator_follows(make_job):
     logs = job.checkpoint_dir / "logs"
     train = scalars(logs / "train")
     assert {"loss", "mae", "examples_per_sec"} <= set(train), set(train)
-    assert train["loss"][-1][1] < train["loss"][0][1]
+    # The model learns within the first 50 steps, so from there on each logged loss, that of
+    # one batch of 32, is noise around the floor: not ordered, but all far below an untrained
+    # model's, and the last one is the loss the chief reported.
+    assert all(loss < UNTRAINED_LOSS / 10 for _, loss in train["loss"]), train["loss"]
+    assert train["loss"][-1][1] == pytest.approx(chief["loss"]), (train["loss"], chief)
     assert {"loss", "mae"} <= set(scalars(logs / "eval"))
     written = details(logs / "train")
     assert any(tag.endswith("embedding/embeddings") for tag in written["histograms"]), written
