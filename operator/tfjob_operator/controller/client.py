@@ -226,7 +226,8 @@ class Kube:
 
     def _apply_owned(self, manifest: dict[str, Any]) -> bytes | None:
         """Apply a child; when it was created (`_create`), or patched, by the operator, fold
-        those updates into the apply's ownership and apply again (`ownership`)."""
+        those updates into the apply's ownership and apply again (`ownership`). A 409 when
+        other writes came between each time."""
         for _ in range(FOLD_ATTEMPTS):
             data = self._apply_with_strategy(manifest)
             meta = json.loads(data).get("metadata", {}) if data else {}
@@ -250,8 +251,15 @@ class Kube:
                 continue  # written meanwhile (its status, most likely): again, as it is now
             log.info("%s/%s: owned as applied now", meta.get("namespace"), meta.get("name"))
             return self._apply_one(manifest)
-        log.warning("%s: its fields stay owned as created", child_path(manifest))
-        return data
+        # Applied, but a field the spec dropped would stay: the reconcile fails (409, not a
+        # fault of the spec), is retried with its backoff, and says so in status if it lasts.
+        message = (
+            f"{child_path(manifest)} was written {FOLD_ATTEMPTS} times while its fields, as "
+            "created, were being owned as applied"
+        )
+        raise kubernetes.client.ApiException(
+            status=409, reason="Conflict", body=json.dumps({"message": message})
+        )
 
     def _apply_with_strategy(self, manifest: dict[str, Any]) -> bytes | None:
         meta = manifest["metadata"]
