@@ -197,7 +197,8 @@ class Kube:
         same child applied again (after a restart) is only applied."""
         self._fence()
         if manifest["kind"] == "PersistentVolumeClaim":
-            self._create_claim(manifest)
+            # Created once and never changed: a claim's spec is immutable once bound.
+            self._create(manifest, strict=False)
             return None
         if manifest["kind"] == "PodGroup":
             self._apply_pod_group(manifest)
@@ -210,9 +211,9 @@ class Kube:
         generation = json.loads(data).get("metadata", {}).get("generation")
         return int(generation) if generation is not None else None
 
-    def _create(self, manifest: dict[str, Any]) -> bytes | None:
+    def _create(self, manifest: dict[str, Any], strict: bool = True) -> bytes | None:
         """Create a child; None when it exists already. A field the API does not know is
-        refused, as an apply refuses it, not dropped."""
+        refused (`strict`), as an apply refuses it, not dropped."""
         meta = manifest["metadata"]
         group, plural = CHILD_KINDS[manifest["kind"]]
         return self._send(
@@ -221,7 +222,7 @@ class Kube:
             manifest,
             unless=(409,),
             fieldManager=naming.FIELD_MANAGER,
-            fieldValidation="Strict",
+            fieldValidation="Strict" if strict else None,
         )
 
     def _apply_owned(self, manifest: dict[str, Any]) -> bytes | None:
@@ -303,17 +304,6 @@ class Kube:
                 f"the PodGroup CRD (podgroups.{group}, {version}) is not installed: install "
                 "the gang scheduler, or run the operator without --gang-scheduler"
             ) from None
-
-    def _create_claim(self, manifest: dict[str, Any]) -> None:
-        """Claims are created once and never changed: their spec is immutable once bound."""
-        namespace = manifest["metadata"]["namespace"]
-        self._send(
-            "POST",
-            path("", "v1", "persistentvolumeclaims", namespace),
-            manifest,
-            unless=(409,),
-            fieldManager=naming.FIELD_MANAGER,
-        )
 
     def scale_to_zero(self, namespace: str, name: str) -> None:
         """Scale a StatefulSet to 0 without restating its spec (which may be invalid now)."""
@@ -498,6 +488,7 @@ class Kube:
 
 # The kinds of child the operator writes, by kind: (API group, resource), all in v1.
 CHILD_KINDS = {
+    "PersistentVolumeClaim": ("", "persistentvolumeclaims"),
     "Service": ("", "services"),
     "StatefulSet": ("apps", "statefulsets"),
     "Deployment": ("apps", "deployments"),
