@@ -353,6 +353,40 @@ def test_operator_killed_mid_job_converges_without_duplicates(job, kubelet, oper
     assert len(succeeded) == 1
 
 
+def test_a_field_dropped_while_the_operator_was_down_goes_from_the_children(job, operator):
+    """The first apply after a start is a plain one; when it changes a StatefulSet made by a
+    create, the fields the create set are taken over as applied, so what the edit dropped
+    goes (left owned by the create, it would stay)."""
+    body = tfjob(replicas={"Worker": 1})
+    container = body["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    container["env"] = [{"name": "KEEP", "value": "1"}, {"name": "DROP", "value": "2"}]
+    name = job.create(body)
+    job.wait_condition(name, "Created")
+
+    def env() -> list[str]:
+        sts = job.statefulsets(name).get("mnist-worker")
+        containers = sts.spec.template.spec.containers if sts else []
+        return [e.name for e in containers[0].env or []] if containers else []
+
+    wait_for(lambda: "DROP" in env(), CHILD_WAIT, "the worker StatefulSet with its env")
+    operator.kill()
+    try:
+        edit = [
+            {
+                "op": "replace",
+                "path": "/spec/tfReplicaSpecs/Worker/template/spec/containers/0/env",
+                "value": [{"name": "KEEP", "value": "1"}],
+            }
+        ]
+        job.kubectl(
+            "patch", job.resource, name, "-n", job.ns, "--type=json", "-p", json.dumps(edit)
+        )
+    finally:
+        operator.start()
+    wait_for(lambda: "DROP" not in env(), CHILD_WAIT, "DROP to go from the worker's env")
+    assert "KEEP" in env()
+
+
 def test_children_kubernetes_refuses_fail_the_job_once(job):
     body = tfjob(name="bad-port", replicas={"Worker": 1})
     container = body["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]

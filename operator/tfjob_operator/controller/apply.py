@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
 import kopf
@@ -19,6 +19,7 @@ from tfjob_operator.controller.jobstate import JobKey, JobState, Written
 from tfjob_operator.controller.projections import job_record
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.lifecycle import Decision
+from tfjob_operator.rules.statefulsets import StatefulSetObservation
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,25 @@ def apply_children(
         if generation is not None:
             generations[child["metadata"]["name"]] = generation
     return generations
+
+
+def edited_meanwhile(
+    children: list[dict[str, Any]],
+    applied: dict[str, int],
+    seen: Collection[StatefulSetObservation],
+) -> list[dict[str, Any]]:
+    """The StatefulSets among `children` whose spec the apply just changed (their generation
+    moved from the one seen before it): after a start, a spec edited while the operator was
+    away. Their fields, as created, are to be owned as applied (`Kube.apply`'s `changed`)."""
+    before = {s.name: s.generation for s in seen if s.generation}  # 0: not known
+    return [
+        c
+        for c in children
+        if c["kind"] == "StatefulSet"
+        and (name := c["metadata"]["name"]) in before
+        and name in applied
+        and applied[name] != before[name]
+    ]
 
 
 def converge(kube: Kube, namespace: str, decision: Decision) -> None:

@@ -29,6 +29,7 @@ from tfjob_operator.controller.apply import (
     apply_children,
     converge,
     counts_wait,
+    edited_meanwhile,
     label_pods,
     post_events,
     restart_pods,
@@ -312,7 +313,7 @@ class Reconciler:
 
         # A new job: nothing applied yet, no StatefulSet seen, no condition written.
         fresh = job.applied is None and not sets and not view.status.get("conditions")
-        decision = await self._apply_children(job, decision, refused, fresh)
+        decision = await self._apply_children(job, decision, refused, fresh, sets)
         if decision.scale_down or decision.delete_children:
             await asyncio.to_thread(converge, self.kube, key[0], decision)
         await label_pods(self.kube, job, key[0], decision)
@@ -356,10 +357,12 @@ class Reconciler:
         decision: Decision,
         refused: Callable[[str], Decision],
         fresh: bool,
+        seen: Collection[StatefulSetObservation],
     ) -> Decision:
         """Apply the decision's children unless they are the ones last applied; the decision
         that stands after (`refused`'s, for children Kubernetes will never take). A `fresh`
-        job's are created."""
+        job's are created. The StatefulSets `seen` before tell which ones the first apply
+        after a start changed."""
         fingerprint = hashlib.blake2b(
             json.dumps(decision.children, sort_keys=True).encode(), digest_size=16
         ).digest()
@@ -371,9 +374,15 @@ class Reconciler:
         changed = job.applied is not None
         try:
             with self.children_first.applying():
-                job.generations = await asyncio.to_thread(
+                generations = await asyncio.to_thread(
                     apply_children, self.kube, decision.children, fresh, changed
                 )
+                edited = [] if changed else edited_meanwhile(decision.children, generations, seen)
+                if edited:
+                    generations |= await asyncio.to_thread(
+                        apply_children, self.kube, edited, False, True
+                    )
+                job.generations = generations
         except kubernetes.client.ApiException as e:
             if not is_terminal(e):
                 raise

@@ -1,12 +1,16 @@
 """Children before bookkeeping: a status write (and the Events after it) waits while children
-are being applied, and no longer than its bound."""
+are being applied, and no longer than its bound. Which StatefulSets the first apply after a
+start changed."""
 
 from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from tfjob_operator.controller import apply
-from tfjob_operator.controller.apply import ChildrenFirst
+from tfjob_operator.controller.apply import ChildrenFirst, edited_meanwhile
+from tfjob_operator.rules.statefulsets import StatefulSetObservation
 
 
 def test_a_status_write_waits_for_the_children_being_applied():
@@ -57,3 +61,28 @@ def test_a_status_write_waits_no_longer_than_its_bound(monkeypatch):
             return True
 
     assert asyncio.run(main())
+
+
+def child(kind: str, name: str) -> dict:
+    return {"kind": kind, "metadata": {"name": name}}
+
+
+CHILDREN = [child("Service", "j-ps"), child("StatefulSet", "j-ps"), child("StatefulSet", "j-w")]
+
+
+@pytest.mark.parametrize(
+    ("seen", "applied", "edited"),
+    [
+        ({}, {"j-ps": 1, "j-w": 1}, []),  # none seen: a new job's, or the index not filled
+        ({"j-ps": 1, "j-w": 1}, {"j-ps": 1, "j-w": 1}, []),
+        ({"j-ps": 1, "j-w": 3}, {"j-ps": 1, "j-w": 4}, ["j-w"]),
+        ({"j-ps": 1, "j-w": 1}, {"j-ps": 2, "j-w": 2}, ["j-ps", "j-w"]),
+        ({"j-ps": 0, "j-w": 1}, {"j-ps": 2, "j-w": 1}, []),  # a generation not known
+        ({"j-ps": 1, "j-w": 1}, {"j-ps": 1}, []),  # the worker not applied
+        ({"other": 1}, {"j-ps": 2, "j-w": 2}, []),
+    ],
+)
+def test_the_statefulsets_whose_generation_the_apply_moved(seen, applied, edited):
+    observed = [StatefulSetObservation(n, f"uid-{n}", 1, generation=g) for n, g in seen.items()]
+    got = edited_meanwhile(CHILDREN, applied, observed)
+    assert [(c["kind"], c["metadata"]["name"]) for c in got] == [("StatefulSet", n) for n in edited]

@@ -538,3 +538,25 @@ def test_a_new_jobs_children_are_created_and_a_change_of_them_is_owned_as_applie
     cluster.reconcile(key)
     assert ("mnist-worker", False, True) in cluster.kube.how
     assert all(not fresh for _, fresh, _ in cluster.kube.how)
+
+
+@pytest.mark.parametrize(("generation", "folded"), [(1, False), (2, True)])
+def test_after_a_start_a_statefulset_the_first_apply_changed_is_owned_as_applied(
+    cluster, generation, folded
+):
+    """The first apply after a start is plain: most likely the same children again. One that
+    moved a StatefulSet's generation met a spec edited while the operator was away: that
+    StatefulSet is applied again as changed, so a field the edit dropped goes."""
+    key = cluster.create("mnist", replicas={"Worker": 1})
+    cluster.reconcile(key)
+    cluster.reconciler.state.clear()  # a new process
+    cluster.sets[key] = [
+        StatefulSetObservation("mnist-worker", "sts-mnist", 1, generation=1, observed_generation=1)
+    ]
+    cluster.kube.generations["mnist-worker"] = generation
+    cluster.kube.how.clear()
+    cluster.reconcile(key)
+    again = [("mnist-worker", False, True)] if folded else []
+    # The worker's Service and StatefulSet, then the StatefulSet again.
+    assert cluster.kube.how == [("mnist-worker", False, False)] * 2 + again
+    assert cluster.reconciler.state[key].generations == {"mnist-worker": generation}
