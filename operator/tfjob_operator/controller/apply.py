@@ -17,6 +17,7 @@ from tfjob_operator.controller import metrics
 from tfjob_operator.controller.client import Kube, NotLeader
 from tfjob_operator.controller.jobstate import JobKey, JobState, Written
 from tfjob_operator.controller.projections import job_record
+from tfjob_operator.rules import naming
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.lifecycle import Decision
 from tfjob_operator.rules.statefulsets import StatefulSetObservation
@@ -59,36 +60,39 @@ class ChildrenFirst:
 
 
 def apply_children(
-    kube: Kube, children: list[dict[str, Any]], fresh: bool = False, changed: bool = True
+    kube: Kube,
+    children: list[dict[str, Any]],
+    fresh: bool = False,
+    changed: bool | Collection[tuple[str, str]] = True,
 ) -> dict[str, int]:
     """Server-side apply each child (in a thread: the client blocks); each StatefulSet's
     generation as applied, by name. A `fresh` job's children are created; `changed` ones
-    owned as applied first (`Kube.apply`)."""
+    (all, or those of these kinds and names) owned as applied first (`Kube.apply`)."""
     generations = {}
     for child in children:
-        generation = kube.apply(child, fresh, changed)
+        name = child["metadata"]["name"]
+        mine = changed if isinstance(changed, bool) else (child["kind"], name) in changed
+        generation = kube.apply(child, fresh, mine)
         if generation is not None:
-            generations[child["metadata"]["name"]] = generation
+            generations[name] = generation
     return generations
 
 
 def edited_meanwhile(
-    children: list[dict[str, Any]],
-    applied: dict[str, int],
-    seen: Collection[StatefulSetObservation],
-) -> list[dict[str, Any]]:
-    """The StatefulSets among `children` whose spec the apply just changed (their generation
-    moved from the one seen before it): after a start, a spec edited while the operator was
-    away. Their fields, as created, are to be owned as applied (`Kube.apply`'s `changed`)."""
-    before = {s.name: s.generation for s in seen if s.generation}  # 0: not known
-    return [
-        c
+    children: list[dict[str, Any]], seen: Collection[StatefulSetObservation]
+) -> set[tuple[str, str]]:
+    """The StatefulSets among `children`, as (kind, name), that differ from the ones the
+    operator last applied, as their `naming.ANNOTATION_BUILT` says: after a start, those of a
+    job edited while the operator was away. Their fields, as created, are to be owned as
+    applied (`Kube.apply`'s `changed`), or a field the edit dropped would stay."""
+    last = {s.name: s.built for s in seen if s.built}  # "": made before the stamp
+    return {
+        ("StatefulSet", name)
         for c in children
         if c["kind"] == "StatefulSet"
-        and (name := c["metadata"]["name"]) in before
-        and name in applied
-        and applied[name] != before[name]
-    ]
+        and (name := c["metadata"]["name"]) in last
+        and c["metadata"].get("annotations", {}).get(naming.ANNOTATION_BUILT) != last[name]
+    }
 
 
 def converge(kube: Kube, namespace: str, decision: Decision) -> None:

@@ -361,8 +361,8 @@ class Reconciler:
     ) -> Decision:
         """Apply the decision's children unless they are the ones last applied; the decision
         that stands after (`refused`'s, for children Kubernetes will never take). A `fresh`
-        job's are created. The StatefulSets `seen` before tell which ones the first apply
-        after a start changed."""
+        job's are created. The StatefulSets `seen` tell which ones changed since the last apply
+        of an earlier process."""
         fingerprint = hashlib.blake2b(
             json.dumps(decision.children, sort_keys=True).encode(), digest_size=16
         ).digest()
@@ -370,19 +370,16 @@ class Reconciler:
             return decision
         forgotten = job.forgotten
         # Other children than this process applied before; else the first apply after a
-        # start (or after a child was deleted), most likely the same children again.
-        changed = job.applied is not None
+        # start (or after a child was deleted), most likely the same children again, but for
+        # StatefulSets of a job edited meanwhile.
+        changed: bool | set[tuple[str, str]] = (
+            True if job.applied is not None else edited_meanwhile(decision.children, seen)
+        )
         try:
             with self.children_first.applying():
-                generations = await asyncio.to_thread(
+                job.generations = await asyncio.to_thread(
                     apply_children, self.kube, decision.children, fresh, changed
                 )
-                edited = [] if changed else edited_meanwhile(decision.children, generations, seen)
-                if edited:
-                    generations |= await asyncio.to_thread(
-                        apply_children, self.kube, edited, False, True
-                    )
-                job.generations = generations
         except kubernetes.client.ApiException as e:
             if not is_terminal(e):
                 raise

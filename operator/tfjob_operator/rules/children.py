@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -252,19 +254,43 @@ def statefulset(job: JobRef, rt: ReplicaType, replicas: int, template: dict[str,
     an old revision at once instead (`lifecycle.restart`), so that the tasks restart together.
     """
     name = naming.replica_name(job.name, rt)
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": _metadata(job, name, rt),
-        "spec": {
-            "replicas": replicas,
-            "serviceName": name,
-            "podManagementPolicy": "Parallel",
-            "updateStrategy": {"type": "OnDelete"},
-            "selector": {"matchLabels": naming.selector_labels(job.name, rt)},
-            "template": template,
-        },
+    return stamped(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": _metadata(job, name, rt),
+            "spec": {
+                "replicas": replicas,
+                "serviceName": name,
+                "podManagementPolicy": "Parallel",
+                "updateStrategy": {"type": "OnDelete"},
+                "selector": {"matchLabels": naming.selector_labels(job.name, rt)},
+                "template": template,
+            },
+        }
+    )
+
+
+def built_hash(manifest: Manifest) -> str:
+    """A hash of a child as built, its own `naming.ANNOTATION_BUILT` left out."""
+    meta = manifest["metadata"]
+    annotations = {
+        k: v for k, v in (meta.get("annotations") or {}).items() if k != naming.ANNOTATION_BUILT
     }
+    bare = {**manifest, "metadata": {**meta, "annotations": annotations}}
+    text = json.dumps(bare, sort_keys=True, separators=(",", ":"))
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+def stamped(manifest: Manifest) -> Manifest:
+    """The child with its `built_hash` in its annotations: the StatefulSet as it stands says
+    which one the operator applied last, to a process that has not applied it yet."""
+    meta = manifest["metadata"]
+    meta["annotations"] = {
+        **(meta.get("annotations") or {}),
+        naming.ANNOTATION_BUILT: built_hash(manifest),
+    }
+    return manifest
 
 
 def checkpoint_claim(job: JobRef, spec: TFJobSpec) -> Manifest | None:

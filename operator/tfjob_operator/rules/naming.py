@@ -22,6 +22,9 @@ LABEL_POD_INDEX = "apps.kubernetes.io/pod-index"
 LABEL_REVISION = "controller-revision-hash"
 
 FIELD_MANAGER = "tfjob-operator"
+# A hash of a StatefulSet as the operator built it: after a start, it tells a child the job's
+# spec changed from one it is about to apply again (`children.stamped`).
+ANNOTATION_BUILT = f"{GROUP}/built"
 CHECKPOINT_VOLUME = "tfjob-checkpoints"
 
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")

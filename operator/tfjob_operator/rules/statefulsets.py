@@ -30,6 +30,8 @@ class StatefulSetObservation:
     generation: int = 0
     observed_generation: int = 0
     update_revision: str = ""
+    # The hash of the StatefulSet as the operator last applied it (`children.built_hash`).
+    built: str = ""
 
     @property
     def settled(self) -> bool:
@@ -52,6 +54,7 @@ def observe_statefulset(body: dict[str, Any]) -> StatefulSetObservation | None:
         generation=int(meta.get("generation") or 0),
         observed_generation=int(status.get("observedGeneration") or 0),
         update_revision=status.get("updateRevision") or "",
+        built=(meta.get("annotations") or {}).get(naming.ANNOTATION_BUILT, ""),
     )
 
 

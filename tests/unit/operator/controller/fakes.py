@@ -49,6 +49,7 @@ class FakeKube:
         # Each StatefulSet's generation as an apply leaves it, by name (default 1).
         self.generations: dict[str, int] = {}
         self.how: list[tuple[str, bool, bool]] = []  # (child, `fresh`, `changed`) per apply
+        self.applied: dict[tuple[str, str], dict[str, Any]] = {}  # (kind, name) -> the last
         self._rv = 1
 
     def next_rv(self) -> str:
@@ -70,6 +71,7 @@ class FakeKube:
         name = manifest["metadata"]["name"]
         self._call("apply", manifest["kind"], name)
         self.how.append((name, fresh, changed))
+        self.applied[(manifest["kind"], name)] = copy.deepcopy(manifest)
         return self.generations.get(name, 1) if manifest["kind"] == "StatefulSet" else None
 
     def patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Children before bookkeeping: a status write (and the Events after it) waits while children
-are being applied, and no longer than its bound. Which StatefulSets the first apply after a
-start changed."""
+are being applied, and no longer than its bound. Which StatefulSets differ, after a start,
+from those last applied."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 
 from tfjob_operator.controller import apply
 from tfjob_operator.controller.apply import ChildrenFirst, edited_meanwhile
+from tfjob_operator.rules import naming
 from tfjob_operator.rules.statefulsets import StatefulSetObservation
 
 
@@ -63,26 +64,29 @@ def test_a_status_write_waits_no_longer_than_its_bound(monkeypatch):
     assert asyncio.run(main())
 
 
-def child(kind: str, name: str) -> dict:
-    return {"kind": kind, "metadata": {"name": name}}
+def child(kind: str, name: str, built: str | None = None) -> dict:
+    annotations = {} if built is None else {naming.ANNOTATION_BUILT: built}
+    return {"kind": kind, "metadata": {"name": name, "annotations": annotations}}
 
 
-CHILDREN = [child("Service", "j-ps"), child("StatefulSet", "j-ps"), child("StatefulSet", "j-w")]
+CHILDREN = [
+    child("Service", "j-ps"),
+    child("StatefulSet", "j-ps", "aaaa"),
+    child("StatefulSet", "j-w", "bbbb"),
+]
 
 
 @pytest.mark.parametrize(
-    ("seen", "applied", "edited"),
+    ("seen", "edited"),
     [
-        ({}, {"j-ps": 1, "j-w": 1}, []),  # none seen: a new job's, or the index not filled
-        ({"j-ps": 1, "j-w": 1}, {"j-ps": 1, "j-w": 1}, []),
-        ({"j-ps": 1, "j-w": 3}, {"j-ps": 1, "j-w": 4}, ["j-w"]),
-        ({"j-ps": 1, "j-w": 1}, {"j-ps": 2, "j-w": 2}, ["j-ps", "j-w"]),
-        ({"j-ps": 0, "j-w": 1}, {"j-ps": 2, "j-w": 1}, []),  # a generation not known
-        ({"j-ps": 1, "j-w": 1}, {"j-ps": 1}, []),  # the worker not applied
-        ({"other": 1}, {"j-ps": 2, "j-w": 2}, []),
+        ({}, set()),  # none seen: a new job's
+        ({"j-ps": "aaaa", "j-w": "bbbb"}, set()),  # the same children again
+        ({"j-ps": "aaaa", "j-w": "cccc"}, {("StatefulSet", "j-w")}),
+        ({"j-ps": "0000", "j-w": "cccc"}, {("StatefulSet", "j-ps"), ("StatefulSet", "j-w")}),
+        ({"j-ps": "", "j-w": "bbbb"}, set()),  # made before the stamp: applied plainly
+        ({"other": "cccc"}, set()),
     ],
 )
-def test_the_statefulsets_whose_generation_the_apply_moved(seen, applied, edited):
-    observed = [StatefulSetObservation(n, f"uid-{n}", 1, generation=g) for n, g in seen.items()]
-    got = edited_meanwhile(CHILDREN, applied, observed)
-    assert [(c["kind"], c["metadata"]["name"]) for c in got] == [("StatefulSet", n) for n in edited]
+def test_the_statefulsets_built_otherwise_than_last_applied(seen, edited):
+    observed = [StatefulSetObservation(n, f"uid-{n}", 1, built=b) for n, b in seen.items()]
+    assert edited_meanwhile(CHILDREN, observed) == edited
