@@ -8,8 +8,8 @@ import pytest
 
 from tfjob_operator.api.spec import ReplicaType as RT
 from tfjob_operator.api.spec import parse_spec
-from tfjob_operator.rules import tfconfig
-from tfjob_operator.rules.children import JobRef, check_additions, desired_children
+from tfjob_operator.rules import naming, tfconfig
+from tfjob_operator.rules.children import JobRef, built_hash, check_additions, desired_children
 from tfjob_testbed.jobs import template, tfjob
 
 JOB = JobRef("mnist", "ml", "uid-1")
@@ -280,3 +280,28 @@ def test_the_grace_period_a_stopped_task_has_to_save_and_its_env(run_policy, own
         assert [e["name"] for e in container["env"]].count("TFJOB_GRACE_PERIOD_SECONDS") == 1
     _, warnings = check_additions(parse_spec(body["spec"]))
     assert any("TFJOB_GRACE_PERIOD_SECONDS is set by the operator" in w for w in warnings)
+
+
+def _stamps(body, **kw):
+    return {
+        name: sts["metadata"]["annotations"][naming.ANNOTATION_BUILT]
+        for name, sts in by("StatefulSet", children(body, **kw)).items()
+    }
+
+
+def test_each_statefulset_is_stamped_with_a_hash_of_itself_as_built():
+    """What tells a restarted operator that a job was edited while it was down: the same
+    spec stamps the same, an edit stamps the edited replica type's StatefulSet alone."""
+    body = tfjob(replicas={"PS": 1, "Worker": 2})
+    first = _stamps(body)
+    assert set(first) == {"mnist-ps", "mnist-worker"} and len(set(first.values())) == 2
+    assert _stamps(body) == first
+    sts = by("StatefulSet", children(body))["mnist-worker"]
+    assert built_hash(sts) == first["mnist-worker"], "its own stamp is left out"
+
+    container = body["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    container["env"] = [{"name": "A", "value": "1"}]
+    edited = _stamps(body)
+    assert edited["mnist-ps"] == first["mnist-ps"]
+    assert edited["mnist-worker"] != first["mnist-worker"]
+    assert _stamps(body, scaled_down=True)["mnist-ps"] != first["mnist-ps"]
