@@ -63,16 +63,15 @@ def apply_children(
     kube: Kube,
     children: list[dict[str, Any]],
     fresh: bool = False,
-    changed: bool | Collection[tuple[str, str]] = True,
+    changed: Collection[tuple[str, str]] = (),
 ) -> dict[str, int]:
     """Server-side apply each child (in a thread: the client blocks); each StatefulSet's
-    generation as applied, by name. A `fresh` job's children are created; `changed` ones
-    (all, or those of these kinds and names) owned as applied first (`Kube.apply`)."""
+    generation as applied, by name. A `fresh` job's children are created; the `changed` ones,
+    by (kind, name), owned as applied first (`Kube.apply`)."""
     generations = {}
     for child in children:
         name = child["metadata"]["name"]
-        mine = changed if isinstance(changed, bool) else (child["kind"], name) in changed
-        generation = kube.apply(child, fresh, mine)
+        generation = kube.apply(child, fresh, (child["kind"], name) in changed)
         if generation is not None:
             generations[name] = generation
     return generations

@@ -372,8 +372,10 @@ class Reconciler:
         # Other children than this process applied before; else the first apply after a
         # start (or after a child was deleted), most likely the same children again, but for
         # StatefulSets of a job edited meanwhile.
-        changed: bool | set[tuple[str, str]] = (
-            True if job.applied is not None else edited_meanwhile(decision.children, seen)
+        changed = (
+            {(c["kind"], c["metadata"]["name"]) for c in decision.children}
+            if job.applied is not None
+            else edited_meanwhile(decision.children, seen)
         )
         try:
             with self.children_first.applying():
