@@ -4,11 +4,12 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help venv setup demo test unit lint generate bench up e2e images cluster cluster-down clean
+.PHONY: help venv setup demo test test-all unit lint generate bench up e2e images cluster cluster-down clean
 
 help:
 	@echo "make demo   - train MNIST with manifests/examples/mnist-ps.yaml on this machine (tfjob run)"
-	@echo "make test   - install everything needed, lint, run the whole suite"
+	@echo "make test   - install everything needed, lint, run the suite with one real-node test per capability (CI)"
+	@echo "make test-all - the same with every real-node test (after a change to the controller, the trainer's runtime, the bed, the chart, Kueue or Kubeflow code)"
 	@echo "make unit   - unit tests only (no control plane)"
 	@echo "make up     - a local kube-apiserver + controller-manager with the CRD, for trying things"
 	@echo "make generate - regenerate the CRD and RBAC manifests (manifests/, the chart)"
@@ -50,15 +51,31 @@ lint: venv
 unit: venv
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-# Everything on the newest Kubernetes release, then the API-server tests on the oldest claimed.
+# The suite in passes, each its own pytest run, so that one pass's control plane is gone before
+# the next starts: the unit and one-process trainer tests on both cores; the multi-process
+# trainer tests one at a time; the API-server, image and packaging tests on the newest
+# Kubernetes release, then the API-server tests on the oldest claimed; last the real node's
+# tests, those marked `smoke` ($(1)) or all of them. Each pass prints its slowest 30 tests.
+PYTEST := $(PY) -m pytest
+define suite
+	$(PYTEST) -n 2 -m "not multiprocess" tests/unit tests/trainer $(PYTEST_ARGS)
+	$(PYTEST) -m multiprocess tests/trainer $(PYTEST_ARGS)
+	$(PYTEST) tests --ignore=tests/unit --ignore=tests/trainer --ignore=tests/node $(PYTEST_ARGS)
+	TFJOB_KUBERNETES=oldest $(PYTEST) tests/integration $(PYTEST_ARGS)
+	$(PYTEST) tests/node $(1) $(PYTEST_ARGS)
+endef
+
 test: setup lint
-	$(PY) -m pytest $(PYTEST_ARGS)
-	TFJOB_KUBERNETES=oldest $(PY) -m pytest tests/integration $(PYTEST_ARGS)
+	$(call suite,-m smoke)
+
+test-all: setup lint
+	$(call suite,)
 
 generate: venv
 	$(PY) -m tfjob_operator.render
 
 bench: setup
+	$(PY) -m tfjob_testbed.gobuild training-operator
 	$(PY) benchmarks/create_jobs.py
 	$(PY) benchmarks/operator_scale.py --jobs 1000
 	$(PY) benchmarks/leader_handover.py

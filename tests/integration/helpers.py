@@ -15,6 +15,12 @@ CHILD_WAIT = 60
 GC_WAIT = 120  # the garbage collector finds a new kind at its next discovery, every 30 s
 
 
+def without_crds(kubectl, *crds: str) -> None:
+    """The CRDs deleted, if a test before installed them, and gone: a test of what the operator
+    says when they are missing runs in any order."""
+    kubectl("delete", "crd", *crds, "--ignore-not-found", "--timeout=120s")
+
+
 class Job:
     """Read-side helpers for one namespace."""
 

@@ -2,7 +2,8 @@
 choice makes its PodGroup and pod fields, and makes the PodGroup again when it is deleted; a
 missing CRD and a scheduler that never answers are said in the job's status.
 
-The order matters: the first test runs before the CRDs exist and installs them."""
+The test of a missing CRD deletes it first if a test before installed it; the others install
+both."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import json
 import kubernetes
 import pytest
 
+from tests.integration.helpers import without_crds
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.gang import COSCHEDULING_LABEL, VOLCANO_GROUP_ANNOTATION, Scheduler
 from tfjob_testbed.jobs import tfjob
@@ -57,8 +59,7 @@ def pod_group_uid(custom, scheduler: Scheduler, ns: str, name: str) -> str | Non
 def test_missing_crd_is_said_at_once_and_heals_when_installed(
     operator, control_plane, kubectl, job, custom, ns, tmp_path
 ):
-    if kubectl.run("get", "crd", "podgroups.scheduling.volcano.sh", check=False).returncode == 0:
-        pytest.skip("the PodGroup CRDs are installed already (this test runs first in the module)")
+    without_crds(kubectl, "podgroups.scheduling.volcano.sh")
     with stepped_aside(
         operator, control_plane.kubeconfig, tmp_path / "op.log", ["--gang-scheduler=volcano"]
     ):
@@ -81,7 +82,7 @@ def test_missing_crd_is_said_at_once_and_heals_when_installed(
         assert set(job.statefulsets(name)) == {"mnist-ps", "mnist-worker"}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def podgroup_crds(kubectl):
     kubectl("apply", "-f", str(CRDS))
     kubectl.wait_established()

@@ -4,7 +4,8 @@ before Kueue answers (the Workload, kept in place while it waits; its API versio
 when the job leaves the queue). Kueue's answers, from Kueue itself on the real node:
 tests/node/test_kueue.py.
 
-The order matters: the first test runs before the CRDs exist and installs them."""
+The test without Kueue deletes its CRDs first if a test before installed them; the others
+install them."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import json
 import kubernetes
 import pytest
 
-from tests.integration.helpers import CHILD_WAIT
+from tests.integration.helpers import CHILD_WAIT, without_crds
 from tfjob_operator.rules import kueue
 from tfjob_operator.rules import status as st
 from tfjob_testbed import kueue as kq
@@ -57,8 +58,7 @@ def the_workload(custom, ns: str) -> dict:
 def test_without_kueue_a_queued_job_says_so_and_runs_nothing(
     operator, control_plane, kubectl, job, tmp_path
 ):
-    if kubectl.run("get", "crd", "workloads.kueue.x-k8s.io", check=False).returncode == 0:
-        pytest.skip("Kueue's CRDs are installed already (this test runs first in the module)")
+    without_crds(kubectl, *kq.CRD_NAMES)
     with stepped_aside(operator, control_plane.kubeconfig, tmp_path / "op.log", ["--kueue"]):
         name = job.create(queued_job())
         error = job.wait_condition(name, st.Cond.RECONCILE_ERROR, timeout=30)
@@ -68,7 +68,7 @@ def test_without_kueue_a_queued_job_says_so_and_runs_nothing(
         assert job.statefulsets(name) == {}, "nothing runs outside the queue"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def kueue_crds(kubectl, custom):
     docs = kq.crd_documents()
     created = kubectl.run("create", "--validate=false", "-f", "-", input=docs, check=False)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.node.addons import Addons
 from tfjob_testbed import node as node_mod
 from tfjob_testbed.cluster import Cluster, start
 from tfjob_testbed.second_node import SecondNode
@@ -49,11 +50,28 @@ def node(cluster: Cluster) -> node_mod.Node:
     return cluster.node
 
 
+@pytest.fixture(scope="session")
+def addons(cluster: Cluster) -> Iterator[Addons]:
+    """Kubeflow's release and Kueue, each installed once per run (tests/node/addons.py);
+    removed at the end, unless a test has taken the node down with them."""
+    installed = Addons(cluster)
+    yield installed
+    if cluster.node is None or cluster.node.plane.processes():
+        installed.remove()
+
+
 @pytest.fixture
-def second_node(node: node_mod.Node) -> SecondNode:
+def kubeflow_operator(addons: Addons) -> str:
+    """The chart's second release, serving kubeflow.org: its namespace."""
+    return addons.kubeflow()
+
+
+@pytest.fixture
+def second_node(node: node_mod.Node, addons: Addons) -> SecondNode:
     """A healthy second node, `tfjob-node-2`: the running one, or a fresh one if a test before
     killed or partitioned it. It stays up after the test (the next one reuses it); modules that
-    use it run after the other node tests (see below)."""
+    use it run after the other node tests (see below), and find no add-on installed."""
+    addons.remove()
     return node.second()
 
 
@@ -67,26 +85,35 @@ def namespace(cluster: Cluster, request) -> Iterator[str]:
     cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
-def _uses_second_node(item: pytest.Item) -> bool:
-    return "second_node" in getattr(item, "fixturenames", ())
+def _last(items: list[pytest.Item], moved: set[Path]) -> None:
+    """The tests of the `moved` modules, in their own order, after the other node tests and
+    before the tests after those."""
+    if not moved:
+        return
+    node_dir = Path(__file__).parent
+    last = [i for i in items if i.path in moved]
+    rest = [i for i in items if i.path not in moved]
+    last_node = max((k for k, i in enumerate(rest) if i.path.parent == node_dir), default=-1)
+    items[:] = rest[: last_node + 1] + last + rest[last_node + 1 :]
+
+
+def _modules_using(items: list[pytest.Item], fixture: str) -> set[Path]:
+    node_dir = Path(__file__).parent
+    return {
+        i.path
+        for i in items
+        if i.path.parent == node_dir and fixture in getattr(i, "fixturenames", ())
+    }
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Modules with a test that takes `second_node` run after the other node tests (a second
-    node, once up, stays up, and a killed one is replaced: the one-node tests never see one),
-    in their own order. test_teardown.py takes the session's cluster down: it runs after every
-    other node test, whatever the other modules are named, and before the tests after them (so
-    the node is not left running behind them)."""
-    node_dir = Path(__file__).parent
-    two_node_modules = {i.path for i in items if i.path.parent == node_dir and _uses_second_node(i)}
-    if two_node_modules:
-        two = [i for i in items if i.path in two_node_modules]
-        rest = [i for i in items if i.path not in two_node_modules]
-        last_node = max((k for k, i in enumerate(rest) if i.path.parent == node_dir), default=-1)
-        items[:] = rest[: last_node + 1] + two + rest[last_node + 1 :]
-    teardown = [i for i in items if i.path.name == "test_teardown.py"]
-    if not teardown:
-        return
-    rest = [i for i in items if i.path.name != "test_teardown.py"]
-    last_node = max((k for k, i in enumerate(rest) if i.path.parent == node_dir), default=-1)
-    items[:] = rest[: last_node + 1] + teardown + rest[last_node + 1 :]
+    """Modules with a test that takes an add-on (Kubeflow's release, Kueue) run after the other
+    one-node tests, which never see one; modules with a test that takes `second_node` after
+    those (a second node, once up, stays up, and a killed one is replaced: the one-node tests
+    never see one), each in their own order. test_teardown.py takes the session's cluster down:
+    it runs after every other node test, whatever the other modules are named, and before the
+    tests after them (so the node is not left running behind them)."""
+    two_node = _modules_using(items, "second_node")
+    _last(items, _modules_using(items, "addons") - two_node)
+    _last(items, two_node)
+    _last(items, {i.path for i in items if i.path == Path(__file__).parent / "test_teardown.py"})

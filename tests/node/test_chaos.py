@@ -1,6 +1,6 @@
 """Faults only a real node has, injected on the host mid-training: a chief's container killed,
 kube-apiserver stopped for 20 s, kubelet and containerd restarted, a worker killed by the
-kernel's OOM killer. Each test prints one `CHAOS` line (fault, steps lost, restarts counted)
+kernel's OOM killer. Each fault prints one `CHAOS` line (fault, steps lost, restarts counted)
 for the chaos table of docs/development.md."""
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ def report(fault: str, steps_lost: int, restarts: int) -> None:
     print(f"\nCHAOS fault={fault!r} steps_lost={steps_lost} restarts={restarts}")
 
 
+@pytest.mark.smoke
 def test_chief_container_killed_resumes_from_its_checkpoint(
     cluster: Cluster, node: Node, namespace: str
 ) -> None:
@@ -69,55 +70,61 @@ def test_chief_container_killed_resumes_from_its_checkpoint(
     assert_scaled_down(cluster, "chief", namespace)
 
 
-@pytest.mark.parametrize(
-    ("process", "steps"), [("kube-apiserver", 5000), ("kubelet", 3000), ("containerd", 3000)]
-)
-def test_node_process_outage_mid_training(
-    cluster: Cluster, node: Node, namespace: str, process: str, steps: int
+# Restarts at once first, the API server's outage last: training goes on well past each.
+OUTAGES = ("kubelet", "containerd", "kube-apiserver")
+OUTAGE_STEPS = 8000
+
+
+def test_node_processes_restarted_and_stopped_mid_training(
+    cluster: Cluster, node: Node, namespace: str
 ) -> None:
-    """kube-apiserver stopped for 20 s, or kubelet or containerd restarted, mid-training. The
-    containers live on, the operator reconnects, and the job ends as an undisturbed one: at the
-    exact target step, with the same children and no restart. The step counts leave training
-    going well past each outage's end, so the checks after it do not race the job's end."""
-    cluster.apply(fast_job("outage", "mnist-ps", f"--steps={steps}"), namespace)
+    """kubelet restarted, containerd restarted, then kube-apiserver stopped for 20 s, one after
+    the other in one job's training. After each the containers live on, the chief's log is
+    readable again and training moves on; the operator reconnects, and the job ends as an
+    undisturbed one: at the exact target step, with the same children and no restart."""
+    cluster.apply(fast_job("outage", "mnist-ps", f"--steps={OUTAGE_STEPS}"), namespace)
     chief = follow(cluster, "outage-chief-0", namespace)
     chief.until(lambda t: newest_step(t) >= 50, "the chief at step 50")
     before = children(cluster, "outage", namespace)
     pods = ("outage-chief-0", "outage-ps-0", "outage-worker-0", "outage-worker-1")
     ids = {name: container(pod(cluster, name, namespace))["containerID"] for name in pods}
-    at = newest_step(node.container_log(namespace, "outage-chief-0"))
-    started = time.monotonic()
+    for process in OUTAGES:
+        at = newest_step(node.container_log(namespace, "outage-chief-0"))
+        assert at < OUTAGE_STEPS, f"the job ended before {process}'s fault"
+        started = time.monotonic()
 
-    def over() -> bool:
-        if process == "containerd":
-            return True  # a restart at once: no container log is written while it is down
-        # Training goes on meanwhile (read from the log files containerd writes: the API may be
-        # down).
-        moved = newest_step(node.container_log(namespace, "outage-chief-0")) > at
-        return moved and (process != "kube-apiserver" or time.monotonic() - started >= OUTAGE)
+        def over(process: str = process, at: int = at, started: float = started) -> bool:
+            if process == "containerd":
+                return True  # a restart at once: no container log is written while it is down
+            # Training goes on meanwhile (read from the log files containerd writes: the API
+            # may be down).
+            moved = newest_step(node.container_log(namespace, "outage-chief-0")) > at
+            return moved and (process != "kube-apiserver" or time.monotonic() - started >= OUTAGE)
 
-    node.outage(process, over)
-    # `kubectl logs -f` ends with the API server's outage: follow the same run again, from its
-    # first line, once kubelet can read it again (after a containerd restart it takes a moment).
-    wait_for(
-        lambda: STEP.search(cluster.logs("outage-chief-0", namespace)),
-        POD_WAIT,
-        "the chief's log readable again",
-    )
-    chief = FollowedLog(cluster, "outage-chief-0", namespace)
-    # Every container lived on. The chief may have finished by now (and its pod gone), but the
-    # servers run until the scale-down: any of them still here is in its first container.
-    for name in pods[1:]:
-        now = container(pod(cluster, name, namespace))
-        assert not now or now["containerID"] == ids[name], (name, now)
+        node.outage(process, over)
+        # `kubectl logs -f` ends with the fault: follow the same run again, from its first
+        # line, once kubelet can read it again (after a containerd restart it takes a moment).
+        wait_for(
+            lambda: STEP.search(cluster.logs("outage-chief-0", namespace)),
+            POD_WAIT,
+            f"the chief's log readable again after {process}",
+        )
+        chief = FollowedLog(cluster, "outage-chief-0", namespace)
+        # Every container lived on. The chief may have finished by now (and its pod gone), but
+        # the servers run until the scale-down: any of them still here is in its first container.
+        for name in pods:
+            now = container(pod(cluster, name, namespace))
+            assert not now or now["containerID"] == ids[name], (process, name, now)
+        fault = "stopped for 20 s" if process == "kube-apiserver" else "restarted"
+        report(
+            f"{process} {fault}", 0, cluster.tfjob_status("outage", namespace).get("restarts", 0)
+        )
     status = wait_ended(cluster, "outage", namespace, log=chief)
     assert conditions(status) == UNDISTURBED, status
     assert status["restarts"] == 0 and not status.get("failure"), status
     assert children(cluster, "outage", namespace) == before
     log = chief.wait()
-    assert newest_step(log) == steps and "restored" not in log, log[-2000:]
-    fault = "stopped for 20 s" if process == "kube-apiserver" else "restarted"
-    report(f"{process} {fault}", 0, status["restarts"])
+    assert newest_step(log) == OUTAGE_STEPS and "restored" not in log, log[-2000:]
     assert_scaled_down(cluster, "outage", namespace)
 
 

@@ -122,7 +122,7 @@ def test_operator_runs_from_the_chart_two_replicas_one_leader(cluster: Cluster) 
         assert re.search(rf"^tfjob_operator_leader {want}$", body, re.MULTILINE), name
 
 
-@pytest.mark.parametrize("file", ["mnist-ps", "mnist-sync"])
+@pytest.mark.parametrize("file", [pytest.param("mnist-ps", marks=pytest.mark.smoke), "mnist-sync"])
 def test_example_trains_to_succeeded_on_the_volume(
     cluster: Cluster, namespace: str, file: str
 ) -> None:

@@ -13,7 +13,6 @@ Both releases run at once; each reconciles only its own group's TFJobs.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import shutil
 from collections.abc import Iterator
@@ -23,82 +22,32 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.node.addons import GONE_WAIT, KUBEFLOW_API_VERSION, KUBEFLOW_CRD
 from tests.node.helpers import (
     FAST,
     POD_WAIT,
     RESTORED,
     STOPPED,
     TRAIN_WAIT,
-    established,
     follow,
     newest_step,
 )
-from tfjob_operator.api.spec import KUBEFLOW_GROUP, PLURAL, VERSION
 from tfjob_operator.rules import kubeflow as kf
 from tfjob_testbed import kubeflow_sdk
-from tfjob_testbed.cluster import CHART, Cluster
+from tfjob_testbed.cluster import Cluster
 from tfjob_testbed.images import app_version
 from tfjob_testbed.jobs import example
 from tfjob_testbed.kube import wait_for
-from tfjob_testbed.node import NodeError
 from tfjob_testbed.paths import ROOT
 
 pytestmark = pytest.mark.node
 
-RELEASE = "tfjob-kubeflow"
-RELEASE_NAMESPACE = "tfjob-kubeflow"
-CRD = f"{PLURAL}.{KUBEFLOW_GROUP}"
-TFJOBS = CRD  # kubectl's name for them: plain `tfjob` is ambiguous while both groups are served
-API_VERSION = f"{KUBEFLOW_GROUP}/{VERSION}"
+# kubectl's name for them: plain `tfjob` is ambiguous while both groups are served.
+TFJOBS = KUBEFLOW_CRD
+API_VERSION = KUBEFLOW_API_VERSION
 TRAINER = f"tfjob-operator/trainer:{app_version()}"
 CORPUS = sorted((ROOT / "tests" / "data" / "kubeflow").glob("*.yaml"))
-GONE_WAIT = 120
 PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff")
-
-
-# ---- the second release ----------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def kubeflow_operator(cluster: Cluster) -> Iterator[str]:
-    """The chart installed again, serving kubeflow.org, with the images of the first release
-    (the chart's defaults); uninstalled afterwards, with its CRD when it brought it."""
-    had_crd = bool(cluster.get("crd", CRD))
-    # A release namespace still going from an earlier run takes no new release.
-    wait_for(
-        lambda: not cluster.get("namespace", RELEASE_NAMESPACE),
-        GONE_WAIT,
-        f"namespace {RELEASE_NAMESPACE} of an earlier run gone",
-    )
-    crds = ["--set", "crds.install=false"] if had_crd else []
-    try:
-        cluster.helm(
-            "install", RELEASE, str(CHART), "--namespace", RELEASE_NAMESPACE,
-            "--create-namespace", "--set", f"apiGroup={KUBEFLOW_GROUP}", *crds, "--wait",
-            "--timeout", "5m",
-        )  # fmt: skip
-        cluster.kubectl(
-            "wait", "--for=condition=Available", "deployment", "--all", "-n", RELEASE_NAMESPACE,
-            "--timeout=120s",
-        )  # fmt: skip
-        wait_for(lambda: established(cluster, CRD), 60, f"CRD {CRD} established")
-        yield RELEASE_NAMESPACE
-    finally:
-        with contextlib.suppress(NodeError):  # an install that failed may have left nothing
-            cluster.helm("uninstall", RELEASE, "--namespace", RELEASE_NAMESPACE)
-        cluster.kubectl("delete", "namespace", RELEASE_NAMESPACE, "--wait=false", check=False)
-        if not had_crd:
-            cluster.kubectl("delete", "crd", CRD, "--timeout=120s", check=False)
-            # kubectl caches the API's resources on disk: with kubeflow.org's TFJobs still in
-            # that cache, a later `kubectl get tfjob` could go to the group that is gone.
-            wait_for(
-                lambda: (
-                    KUBEFLOW_GROUP
-                    not in cluster.kubectl("api-resources", "-o", "name", check=False).stdout
-                ),
-                60,
-                f"{CRD} gone from kubectl's discovery",
-            )
 
 
 # ---- reading a kubeflow.org job and its children through kubectl -----------------------------
@@ -253,6 +202,7 @@ print("SDK-RESULT " + json.dumps({"gone": gone, "listed": listed}))
 """
 
 
+@pytest.mark.smoke
 def test_training_sdk_drives_a_whole_job(
     cluster: Cluster, kubeflow_operator: str, namespace: str
 ) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.node.addons import Addons
 from tests.node.helpers import (
     POD_WAIT,
     RESTORED,
@@ -70,10 +71,11 @@ def node_name(cluster: Cluster) -> str:
 
 
 @pytest.fixture(scope="module")
-def bed(cluster: Cluster, node_name: str) -> Iterator[dict[str, dict[str, Any]]]:
-    """Kueue installed, two ResourceFlavors (any Linux node; this very node, with a toleration)
-    and a topology-aware one (the node in a rack), and the operator with `kueue.enabled`; all
-    undone afterwards."""
+def bed(cluster: Cluster, addons: Addons, node_name: str) -> Iterator[dict[str, dict[str, Any]]]:
+    """Kueue running with this module's configuration (installed once per run), two
+    ResourceFlavors (any Linux node; this very node, with a toleration) and a topology-aware one
+    (the node in a rack), and the operator with `kueue.enabled`; all but Kueue undone
+    afterwards."""
     cluster.kubectl("label", "node", node_name, f"{RACK}=rack-1", "--overwrite")
     specs = {
         "on-demand": {"nodeLabels": {"kubernetes.io/os": "linux"}},
@@ -81,7 +83,7 @@ def bed(cluster: Cluster, node_name: str) -> Iterator[dict[str, dict[str, Any]]]
         "racks": {"nodeLabels": {RACK: "rack-1"}, "topologyName": "racks"},
     }
     try:
-        kueue.install(cluster, PODS_READY | FAIR_SHARING)
+        addons.kueue(PODS_READY | FAIR_SHARING)
         create(
             cluster,
             kueue.topology("racks", [RACK, HOSTNAME]),
@@ -91,7 +93,9 @@ def bed(cluster: Cluster, node_name: str) -> Iterator[dict[str, dict[str, Any]]]
         yield specs
     finally:
         helm_operator(cluster, "kueue.enabled=false")
-        kueue.uninstall(cluster)
+        made = [f"resourceflavors.{kueue.GROUP}/{name}" for name in specs]
+        cluster.kubectl("delete", *made, f"topologies.{kueue.GROUP}/racks",
+                        "--ignore-not-found", "--wait=false", check=False)  # fmt: skip
         cluster.kubectl("label", "node", node_name, f"{RACK}-", check=False)
 
 
@@ -222,6 +226,7 @@ RECLAIM: dict[str, Any] = {
 # ---- the scenarios ----------------------------------------------------------------------------
 
 
+@pytest.mark.smoke
 def test_borrowing_job_preempted_by_another_team_resumes_on_another_flavor(
     cluster: Cluster,
     namespace: str,

@@ -13,14 +13,15 @@ Nothing here writes a Workload's status."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from tests.node.addons import KUBEFLOW_NAMESPACE, KUBEFLOW_RELEASE, Addons
 from tests.node.helpers import FAST, POD_WAIT, TRAIN_WAIT
-from tests.node.test_kubeflow import API_VERSION, RELEASE, RELEASE_NAMESPACE, TFJOBS, TRAINER
-from tests.node.test_kubeflow import kubeflow_operator as kubeflow_operator
+from tests.node.test_kubeflow import API_VERSION, TFJOBS, TRAINER
 from tests.node.test_kueue import create, holds, queue_figures, workloads
 from tfjob_operator.rules import kueue as rules
 from tfjob_testbed import kueue
@@ -75,42 +76,53 @@ def pods(cluster: Cluster, namespace: str, name: str) -> list[dict[str, Any]]:
     return cluster.get("pods", "-n", namespace, "-l", selector)["items"]
 
 
-def kueue_release(cluster: Cluster, extra: dict[str, Any] | None) -> None:
-    kueue.install(cluster, extra)
-
-
 def kubeflow_release(cluster: Cluster, queued: bool) -> None:
+    """The kubeflow.org release with `kueue.enabled` as `queued`, upgraded only if it differs."""
+    values = json.loads(cluster.helm("get", "values", KUBEFLOW_RELEASE, "--namespace",
+                                     KUBEFLOW_NAMESPACE, "-o", "json").stdout) or {}  # fmt: skip
+    if bool((values.get("kueue") or {}).get("enabled")) == queued:
+        return
     cluster.helm(
-        "upgrade", RELEASE, str(CHART), "--namespace", RELEASE_NAMESPACE, "--reuse-values",
-        "--set", f"kueue.enabled={str(queued).lower()}", "--wait", "--timeout", "5m",
+        "upgrade", KUBEFLOW_RELEASE, str(CHART), "--namespace", KUBEFLOW_NAMESPACE,
+        "--reuse-values", "--set", f"kueue.enabled={str(queued).lower()}", "--wait",
+        "--timeout", "5m",
     )  # fmt: skip
-    cluster.kubectl("rollout", "status", "deployment", "-n", RELEASE_NAMESPACE, "--timeout=300s")
+    cluster.kubectl("rollout", "status", "deployment", "-n", KUBEFLOW_NAMESPACE, "--timeout=300s")
+
+
+def kueues_integration() -> dict[str, Any]:
+    """Kueue's configuration with its built-in kubeflow.org/tfjob integration turned on."""
+    config = kueue.configuration()
+    return {
+        "integrations": {
+            "frameworks": [*config["integrations"]["frameworks"], "kubeflow.org/tfjob"],
+            # kubeflow.org is Kueue's own here: not an external framework as well.
+            "externalFrameworks": [kueue.EXTERNAL_FRAMEWORKS[0]],
+        }
+    }
 
 
 @pytest.fixture(scope="module")
-def flavors(cluster: Cluster, kubeflow_operator: str) -> Iterator[None]:
-    """Kueue with its built-in kubeflow.org/tfjob integration turned on (the kubeflow.org CRD is
-    there first: Kueue sets an integration up only for a CRD it finds), and two flavors."""
-    try:
-        config = kueue.configuration()
-        kueue_release(
-            cluster,
-            {"integrations": {
-                "frameworks": [*config["integrations"]["frameworks"], "kubeflow.org/tfjob"],
-                # kubeflow.org is Kueue's own here: not an external framework as well.
-                "externalFrameworks": [kueue.EXTERNAL_FRAMEWORKS[0]],
-            }},
-        )  # fmt: skip
-        create(cluster, *(kueue.flavor(n, s) for n, s in SPECS.items()))
-        yield
-    finally:
-        kubeflow_release(cluster, False)
-        kueue.uninstall(cluster)
+def flavors(cluster: Cluster, addons: Addons) -> Iterator[None]:
+    """The kubeflow.org release and Kueue installed (once per run), and two flavors; the
+    release's `kueue.enabled` put back afterwards."""
+    addons.kubeflow()
+    addons.kueue(kueues_integration())  # the first test's configuration, the second's after it
+    create(cluster, *(kueue.flavor(n, s) for n, s in SPECS.items()))
+    yield
+    kubeflow_release(cluster, False)
+    for name in SPECS:
+        cluster.kubectl("delete", f"resourceflavors.{kueue.GROUP}", name, "--wait=false",
+                        check=False)  # fmt: skip
 
 
 def test_kueues_own_kubeflow_integration_queues_admits_preempts_and_finishes(
-    cluster: Cluster, namespace: str, flavors: None
+    cluster: Cluster, addons: Addons, namespace: str, flavors: None
 ) -> None:
+    # The kubeflow.org CRD is there first (the flavors' fixture): Kueue sets an integration up
+    # only for a CRD it finds.
+    addons.kueue(kueues_integration())
+    kubeflow_release(cluster, False)
     cq = f"{namespace}-q"
     pc = f"{namespace}-high"
     create(
@@ -165,11 +177,11 @@ def test_kueues_own_kubeflow_integration_queues_admits_preempts_and_finishes(
 
 
 def test_without_kueues_integration_the_operators_workloads_queue_kubeflow_jobs(
-    cluster: Cluster, namespace: str, flavors: None
+    cluster: Cluster, addons: Addons, namespace: str, flavors: None
 ) -> None:
     """Kueue as from v0.19 on (no kubeflow.org/tfjob integration; the operator's group listed in
     externalFrameworks), and the kubeflow.org release with kueue.enabled."""
-    kueue_release(cluster, None)
+    addons.kueue({})
     kubeflow_release(cluster, True)
     cq = f"{namespace}-q"
     create(

@@ -133,7 +133,7 @@ def wait_replaced(cluster: Cluster, name: str, namespace: str, old_uid: str) -> 
     )
 
 
-@pytest.mark.parametrize("fault", ["dead", "partitioned"])
+@pytest.mark.parametrize("fault", [pytest.param("dead", marks=pytest.mark.smoke), "partitioned"])
 def test_a_worker_node_lost_mid_training(
     cluster: Cluster, second_node: SecondNode, namespace: str, fault: str
 ) -> None:

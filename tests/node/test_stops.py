@@ -1,7 +1,8 @@
-"""Stops on request on the real node, one running job through each in turn, in the middle of a
-long checkpoint interval: suspend and resume, the chief's pod deleted by hand, `kubectl drain`
-of the chief's pod and of a worker's, workers 2 → 3 (`tfjob scale`) → 1 (`kubectl patch`, as
-`kubectl edit` writes), and a `helm upgrade` of the operator, which touches no pod.
+"""Stops on request on the real node, in the middle of a checkpoint interval as long as the
+training: the chief's pod deleted by hand, on a job of its own (`make test`'s one stop); then one
+running job through every other in turn: suspend and resume, `kubectl drain` of the chief's pod
+and of a worker's, workers 2 → 3 (`tfjob scale`) → 1 (`kubectl patch`, as `kubectl edit`
+writes), and a `helm upgrade` of the operator, which touches no pod.
 
 Each stop must lose 0 steps: the chief saves at the step it is on and the next run restores
 exactly that step; no failure or restart is counted, and the job ends at its exact target.
@@ -43,7 +44,8 @@ CHIEF = f"{JOB}-chief-0"
 # The chief trains about 150 steps a second, and on while a drained worker is taken back (tens
 # of seconds): the last run ends well after the last stop.
 TARGET = 20000
-INTERVAL = TARGET  # no boundary before the end: only a stop's own save keeps steps
+# One stop, then training on to the end: seconds of training, well past the stop.
+ONE_STOP_TARGET = 3000
 # A worker drained alone waits this long for a chief that does not stop, then leaves.
 GRACE = 15
 TRAIN_BETWEEN = 60  # steps trained in each run before the next stop
@@ -126,11 +128,36 @@ def _restarted(statuses: list[dict[str, Any]]) -> bool:
     return any(t.get("exitCode") == EXIT_STOPPED for t in last)
 
 
-def test_every_stop_on_request_loses_no_step(cluster: Cluster, namespace: str) -> None:
-    job = fast_job(JOB, "mnist-ps", f"--steps={TARGET}", f"--checkpoint-every={INTERVAL}")
+def start(cluster: Cluster, namespace: str, target: int) -> Run:
+    """The job, applied, with its chief followed."""
+    job = fast_job(JOB, "mnist-ps", f"--steps={target}", f"--checkpoint-every={target}")
     job["spec"].setdefault("runPolicy", {})["terminationGracePeriodSeconds"] = GRACE
     cluster.apply(job, namespace)
-    run = Run(cluster, namespace)
+    return Run(cluster, namespace)
+
+
+def finish(run: Run, target: int) -> None:
+    """The job ends Succeeded at exactly its target step, with no failure or restart counted."""
+    status = wait_ended(run.cluster, JOB, run.namespace, log=run.log)
+    log = run.log.wait()
+    assert [int(s) for s in STEP.findall(log)][-1] == target, log[-3000:]
+    assert status.get("restarts", 0) == 0 and not status.get("failure"), status
+
+
+@pytest.mark.smoke
+def test_the_chiefs_pod_deleted_by_hand_loses_no_step(cluster: Cluster, namespace: str) -> None:
+    """One stop on request, the one that asks least of the rest of the bed (make test); the
+    next test goes through every other one on one job."""
+    run = start(cluster, namespace, ONE_STOP_TARGET)
+    run.stop(
+        "the chief's pod deleted by hand",
+        lambda: cluster.kubectl("delete", "pod", CHIEF, "-n", namespace, "--wait=false"),
+    )
+    finish(run, ONE_STOP_TARGET)
+
+
+def test_every_other_stop_on_request_loses_no_step(cluster: Cluster, namespace: str) -> None:
+    run = start(cluster, namespace, TARGET)
 
     def patch(body: dict[str, Any]) -> None:
         cluster.kubectl("patch", "tfjob", JOB, "-n", namespace, "--type=merge",
@@ -148,9 +175,6 @@ def test_every_stop_on_request_loses_no_step(cluster: Cluster, namespace: str) -
     def suspend(value: bool) -> Callable[[], None]:
         return lambda: patch({"spec": {"runPolicy": {"suspend": value}}})
 
-    def delete_chief() -> None:
-        cluster.kubectl("delete", "pod", CHIEF, "-n", namespace, "--wait=false")
-
     def scale_to_three() -> None:
         done = tfjob_cli(cluster.kubeconfig, "scale", JOB, "--workers", "3", "-n", namespace)
         assert done.returncode == 0, done.stderr
@@ -159,7 +183,6 @@ def test_every_stop_on_request_loses_no_step(cluster: Cluster, namespace: str) -
         patch({"spec": {"tfReplicaSpecs": {"Worker": {"replicas": 1}}}})
 
     run.stop("suspended, then resumed", suspend(True), suspend(False))
-    run.stop("the chief's pod deleted by hand", delete_chief)
     run.stop("kubectl drain of the chief's node (its pod)", drain(labels("chief")), uncordon)
     # A worker drained alone: the chief trains on and runs the worker's closures elsewhere; the
     # worker serves until its grace period nearly ends, waiting for a chief that does not stop.
@@ -197,10 +220,7 @@ def test_every_stop_on_request_loses_no_step(cluster: Cluster, namespace: str) -
     report("helm upgrade of the operator", 0, 0, time.monotonic() - upgraded)
     helm_operator(cluster, "logLevel=info")
 
-    status = wait_ended(cluster, JOB, namespace, log=run.log)
-    log = run.log.wait()
-    assert [int(s) for s in STEP.findall(log)][-1] == TARGET, log[-3000:]
-    assert status.get("restarts", 0) == 0 and not status.get("failure"), status
+    finish(run, TARGET)
 
 
 def _pod_uid(cluster: Cluster, namespace: str, name: str) -> str | None:

@@ -68,10 +68,26 @@ def _make_cluster(nodes: int) -> tuple[subprocess.Popen[str], list[str]]:
     return proc, lines
 
 
-def test_teardown_leaves_nothing_and_make_cluster_comes_up_again(node: node_mod.Node) -> None:
-    before = json.loads((node.dir / "host.json").read_text())
+@pytest.fixture(scope="module")
+def before(cluster: Cluster) -> dict:
+    """The host as the session's node found it, read while that node is up."""
+    if cluster.node is None:
+        pytest.skip("takes the real node of make cluster's bed down")
+    return json.loads((cluster.node.dir / "host.json").read_text())
+
+
+@pytest.mark.smoke
+def test_teardown_of_both_nodes_leaves_nothing(node: node_mod.Node, before: dict) -> None:
     node.second()  # up, if no test before left one running
     node.down()
+    _assert_host_as_before(before)
+
+
+def test_make_cluster_comes_up_again_and_goes_leaving_nothing(
+    node: node_mod.Node, before: dict
+) -> None:
+    """`make cluster` twice more, ended once by SIGHUP and once by `make cluster-down`."""
+    node.down()  # the session's node, if the test before has not taken it down
     _assert_host_as_before(before)
     for stop, nodes in (("SIGHUP", 1), ("cluster-down", 2)):
         proc, lines = _make_cluster(nodes)
