@@ -19,16 +19,18 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 import yaml
 
+from tfjob_operator.api.spec import GROUP
 from tfjob_testbed import images, kueue
 from tfjob_testbed.node import Node, NodeError, leftovers, state_dir, teardown
 from tfjob_testbed.paths import ROOT
+from tfjob_testbed.reads import ReadError, Reads
 from tfjob_testbed.tools import Tools, ensure_tools
 
 CHART = ROOT / "charts" / "tfjob-operator"
@@ -45,6 +47,14 @@ class Cluster:
     tools: Tools
     timings: dict[str, float]
     kubeconfig: Path
+    _reads: Reads | None = field(default=None, init=False, repr=False)
+
+    @property
+    def reads(self) -> Reads:
+        """The API client the reads below go through (made at the first)."""
+        if self._reads is None:
+            self._reads = Reads(self.kubeconfig)
+        return self._reads
 
     @classmethod
     def existing(cls, kubeconfig: Path) -> Cluster:
@@ -62,7 +72,14 @@ class Cluster:
         self.kubectl("apply", "-n", namespace, "-f", "-", input=text)
 
     def get(self, *args: str) -> dict[str, Any]:
-        """`kubectl get ... -o json`; {} while the object does not exist."""
+        """`kubectl get ... -o json`, read through the API client where it can be; {} while the
+        object does not exist."""
+        try:
+            answer = self.reads.get(*args)
+        except ReadError as e:
+            raise NodeError(f"get {' '.join(args)} failed: {e}") from None
+        if answer is not None:
+            return answer
         proc = self.kubectl("get", *args, "-o", "json", check=False)
         if proc.returncode != 0:
             if "NotFound" in proc.stderr:
@@ -71,10 +88,11 @@ class Cluster:
         return json.loads(proc.stdout)
 
     def tfjob_status(self, name: str, namespace: str) -> dict[str, Any]:
-        return self.get("tfjob", name, "-n", namespace).get("status") or {}
+        return self.get(f"tfjobs.{GROUP}", name, "-n", namespace).get("status") or {}
 
-    def logs(self, pod: str, namespace: str, *args: str) -> str:
-        return self.kubectl("logs", "-n", namespace, pod, *args, check=False).stdout
+    def logs(self, pod: str, namespace: str) -> str:
+        """The pod's log; "" while it cannot be read."""
+        return self.reads.logs(pod, namespace)
 
 
 def _tool(binary: Path, kubeconfig: Path, *args: str, check: bool = True, input: str | None = None):
