@@ -36,9 +36,9 @@ demo: venv
 	$(VENV)/bin/tfjob run manifests/examples/mnist-ps.yaml --workdir tfjob-runs/mnist-ps
 
 setup: venv
-	bash testbed/tfjob_testbed/host-packages.sh
-	$(PY) -m tfjob_testbed.gobuild
-	$(PY) -m tfjob_testbed.tools
+	bash testbed/tfjob_testbed/nodes/host-packages.sh
+	$(PY) -m tfjob_testbed.core.gobuild
+	$(PY) -m tfjob_testbed.core.tools
 
 lint: venv
 	$(PY) -m ruff check .
@@ -72,7 +72,7 @@ e2e: venv
 	bash tests/e2e/kind.sh
 
 images: venv
-	$(PY) -m tfjob_testbed.images build
+	$(PY) -m tfjob_testbed.images.podman build
 
 cluster: setup
 	$(PY) -m tfjob_testbed.cluster up --nodes $(or $(NODES),1) $(if $(KUEUE),--kueue)

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from tfjob_testbed.launcher import FAST, Job
+from tfjob_testbed.project.launcher import FAST, Job
 
 
 @pytest.fixture
