@@ -22,7 +22,7 @@
 
 # Python 3.11.14 on Debian bookworm, slim: the tag for readers, the digest (the multi-arch
 # index) so a rebuilt tag cannot change the image under us. An argument only so a machine with no
-# registry can build on a local stand-in (testbed/tfjob_testbed/images.py: Debian's own python3,
+# registry can build on a local stand-in (testbed/tfjob_testbed/images/podman.py: Debian's own python3,
 # with `python` on PATH); images for users are built on this default.
 ARG BASE_IMAGE=python:3.11.14-slim-bookworm@sha256:65a93d69fa75478d554f4ad27c85c1e69fa184956261b4301ebaf6dbb0a3543d
 FROM ${BASE_IMAGE} AS python

@@ -37,9 +37,9 @@ demo: venv
 	$(VENV)/bin/tfjob run manifests/examples/mnist-ps.yaml --workdir tfjob-runs/mnist-ps
 
 setup: venv
-	bash testbed/tfjob_testbed/host-packages.sh
-	$(PY) -m tfjob_testbed.gobuild
-	$(PY) -m tfjob_testbed.tools
+	bash testbed/tfjob_testbed/nodes/host-packages.sh
+	$(PY) -m tfjob_testbed.core.gobuild
+	$(PY) -m tfjob_testbed.core.tools
 
 lint: venv
 	$(PY) -m ruff check .
@@ -75,7 +75,7 @@ generate: venv
 	$(PY) -m tfjob_operator.render
 
 bench: setup
-	$(PY) -m tfjob_testbed.gobuild training-operator
+	$(PY) -m tfjob_testbed.core.gobuild training-operator
 	$(PY) benchmarks/create_jobs.py
 	$(PY) benchmarks/operator_scale.py --jobs 1000
 	$(PY) benchmarks/leader_handover.py
@@ -89,7 +89,7 @@ e2e: venv
 	bash tests/e2e/kind.sh
 
 images: venv
-	$(PY) -m tfjob_testbed.images build
+	$(PY) -m tfjob_testbed.images.podman build
 
 cluster: setup
 	$(PY) -m tfjob_testbed.cluster up --nodes $(or $(NODES),1) $(if $(KUEUE),--kueue)

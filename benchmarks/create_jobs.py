@@ -19,10 +19,10 @@ import kubernetes
 
 from tfjob_operator.api.spec import GROUP, PLURAL, VERSION, parse_spec
 from tfjob_operator.rules.children import JobRef, desired_children
-from tfjob_testbed.jobs import tfjob
-from tfjob_testbed.kube import Kubectl, wait_for
-from tfjob_testbed.operator import OperatorProcess
-from tfjob_testbed.paths import scratch_dir
+from tfjob_testbed.core.jobs import tfjob
+from tfjob_testbed.core.kube import Kubectl, wait_for
+from tfjob_testbed.core.paths import scratch_dir
+from tfjob_testbed.project.operator import OperatorProcess
 from tfjob_testbed.sandbox import stack
 
 REPLICAS = {"PS": 1, "Worker": 2}

@@ -25,12 +25,12 @@ import kubernetes
 from create_jobs import create_at_once
 from operator_scale import Sample, report_pods, table, wait_states
 
-from tfjob_testbed.controlplane import ControlPlane, ensure_binaries
-from tfjob_testbed.kube import Kubectl, wait_for
-from tfjob_testbed.operator import OperatorProcess
-from tfjob_testbed.paths import scratch_dir
+from tfjob_testbed.controlplane.plane import ControlPlane, ensure_binaries
+from tfjob_testbed.core.kube import Kubectl, wait_for
+from tfjob_testbed.core.paths import scratch_dir
+from tfjob_testbed.core.tools import ensure_tools
+from tfjob_testbed.project.operator import OperatorProcess
 from tfjob_testbed.sandbox import install_crd
-from tfjob_testbed.tools import ensure_tools
 
 TENANTS = 10  # the foreign pods are spread over this many namespaces
 

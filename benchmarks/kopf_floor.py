@@ -32,9 +32,9 @@ import kubernetes
 from create_jobs import create_all, create_at_once, pct, rss_mb
 from operator_scale import Audit, Sample, audited_plane, cpu_seconds, settle
 
-from tfjob_testbed.kube import wait_for
-from tfjob_testbed.operator import OperatorProcess
-from tfjob_testbed.procs import free_port
+from tfjob_testbed.core.kube import wait_for
+from tfjob_testbed.core.procs import free_port
+from tfjob_testbed.project.operator import OperatorProcess
 
 HERE = Path(__file__).resolve().parent
 QUIET_CPU = 0.05  # CPU seconds over QUIET_WINDOW: the process is idle

@@ -20,9 +20,9 @@ import time
 import kubernetes
 
 from tfjob_operator.controller.leader import Timing
-from tfjob_testbed.kube import wait_for
-from tfjob_testbed.operator import OperatorProcess
-from tfjob_testbed.paths import scratch_dir
+from tfjob_testbed.core.kube import wait_for
+from tfjob_testbed.core.paths import scratch_dir
+from tfjob_testbed.project.operator import OperatorProcess
 from tfjob_testbed.sandbox import stack
 
 LEASE, NAMESPACE = "tfjob-operator-leader", "default"

@@ -14,7 +14,7 @@ agent), with the operator as its own process:
    same API server: the floor;
 6. (unless `--no-peer`; run between steps 4 and 5, so that no work the bare loop leaves to the
    controller-manager falls into it) the same `--jobs` TFJobs in `kubeflow.org/v1`, through
-   Kubeflow's training-operator v1.9.4 (`tfjob_testbed.peer`) on its own CRD in namespace
+   Kubeflow's training-operator v1.9.4 (`tfjob_testbed.addons.peer`) on its own CRD in namespace
    `peer`, then through the operator with `--api-group kubeflow.org --namespace ours` on the
    operator's CRD (which replaces Kubeflow's in place, as a user moving over does), one after
    the other, each once the controller-manager has settled: from the first create until every
@@ -47,14 +47,14 @@ from create_jobs import REPLICAS, add_qps_argument, create_at_once, pct, rss_mb,
 from tfjob_operator.api.crd import crd
 from tfjob_operator.api.spec import GROUP, KUBEFLOW_GROUP, PLURAL, VERSION
 from tfjob_operator.rules import status as st
-from tfjob_testbed import peer
-from tfjob_testbed.controlplane import AUDIT_EVERYTHING, ControlPlane, ensure_binaries
-from tfjob_testbed.jobs import container_status, tfjob
-from tfjob_testbed.kube import Kubectl, wait_for
-from tfjob_testbed.operator import OperatorProcess
-from tfjob_testbed.paths import scratch_dir
+from tfjob_testbed.addons import peer
+from tfjob_testbed.controlplane.plane import AUDIT_EVERYTHING, ControlPlane, ensure_binaries
+from tfjob_testbed.core.jobs import container_status, tfjob
+from tfjob_testbed.core.kube import Kubectl, wait_for
+from tfjob_testbed.core.paths import scratch_dir
+from tfjob_testbed.core.tools import ensure_tools
+from tfjob_testbed.project.operator import OperatorProcess
 from tfjob_testbed.sandbox import install_crd
-from tfjob_testbed.tools import ensure_tools
 
 PODS_PER_JOB = sum(REPLICAS.values())
 # The operator's own requests, its API client's and kopf's (watches, Events), carry this user

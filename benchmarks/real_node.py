@@ -21,8 +21,8 @@ import yaml
 
 from tfjob_protocol.result import parse_last
 from tfjob_testbed.cluster import Cluster, running
-from tfjob_testbed.jobs import example
-from tfjob_testbed.paths import scratch_dir
+from tfjob_testbed.core.jobs import example
+from tfjob_testbed.core.paths import scratch_dir
 
 STEP = re.compile(r"^step \d+", re.MULTILINE)
 POLL = 0.1

@@ -27,7 +27,7 @@ import yaml
 from nodewatch import Marks, Watcher, print_table
 
 from tfjob_testbed.cluster import Cluster, running
-from tfjob_testbed.jobs import example
+from tfjob_testbed.core.jobs import example
 
 JOB = "mnist-ps"
 PODS = [f"{JOB}-chief-0", f"{JOB}-ps-0", f"{JOB}-worker-0", f"{JOB}-worker-1"]

@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tfjob_testbed.launcher import Job
+from tfjob_testbed.project.launcher import Job
 
 MODES: list[tuple[str, dict[str, int], list[str], str]] = [
     # (name, replicas, extra args, the task whose result line speaks for the job)

@@ -9,11 +9,11 @@ from collections.abc import Iterator
 import kubernetes
 import pytest
 
-from tfjob_testbed.controlplane import ControlPlane, ensure_binaries
-from tfjob_testbed.kube import Kubectl, Kubelet, wait_for
-from tfjob_testbed.operator import OperatorProcess
+from tfjob_testbed.controlplane.plane import ControlPlane, ensure_binaries
+from tfjob_testbed.core.kube import Kubectl, Kubelet, wait_for
+from tfjob_testbed.core.tools import ensure_tools
+from tfjob_testbed.project.operator import OperatorProcess
 from tfjob_testbed.sandbox import install_crd
-from tfjob_testbed.tools import ensure_tools
 
 pytestmark = pytest.mark.integration
 

@@ -27,11 +27,12 @@ from typing import Any
 import yaml
 
 from tfjob_operator.api.spec import GROUP
-from tfjob_testbed import images, kueue
-from tfjob_testbed.node import Node, NodeError, leftovers, state_dir, teardown
-from tfjob_testbed.paths import ROOT
-from tfjob_testbed.reads import ReadError, Reads
-from tfjob_testbed.tools import Tools, ensure_tools
+from tfjob_testbed.addons import kueue
+from tfjob_testbed.core.paths import ROOT
+from tfjob_testbed.core.reads import ReadError, Reads
+from tfjob_testbed.core.tools import Tools, ensure_tools
+from tfjob_testbed.images import podman
+from tfjob_testbed.nodes.node import Node, NodeError, leftovers, state_dir, teardown
 
 CHART = ROOT / "charts" / "tfjob-operator"
 RELEASE = "tfjob-operator"
@@ -116,7 +117,7 @@ def start(directory: Path | None = None, nodes: int = 1) -> Cluster:
     timings: dict[str, float] = {}
     t0 = time.monotonic()
     tools = ensure_tools()
-    built = images.build_all()
+    built = podman.build_all()
     timings["images"] = time.monotonic() - t0
     node = Node(directory)
     node.up([image.archive for image in built])

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import kubernetes
 
-from tfjob_testbed.controlplane import ControlPlane, ensure_binaries
-from tfjob_testbed.kube import Kubectl
-from tfjob_testbed.operator import OperatorProcess
-from tfjob_testbed.paths import ROOT, scratch_dir
-from tfjob_testbed.tools import ensure_tools
+from tfjob_testbed.controlplane.plane import ControlPlane, ensure_binaries
+from tfjob_testbed.core.kube import Kubectl
+from tfjob_testbed.core.paths import ROOT, scratch_dir
+from tfjob_testbed.core.tools import ensure_tools
+from tfjob_testbed.project.operator import OperatorProcess
 
 
 @dataclass

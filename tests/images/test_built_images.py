@@ -1,7 +1,7 @@
 """The two images, built here by podman from the project's Dockerfile, and run.
 
 The unit tests read the Dockerfile; these run what it builds, on a local stand-in base (Debian's
-own Python 3.11, tfjob_testbed.images), with no network in the container: what a cluster
+own Python 3.11, tfjob_testbed.images.podman), with no network in the container: what a cluster
 relies on (the user, the entrypoints, TensorFlow only in the trainer, MNIST baked in) is checked
 on the image itself. The first run builds for ~10 min (TensorFlow from PyPI); later runs reuse
 the cached layers and take seconds.
@@ -17,25 +17,25 @@ from pathlib import Path
 
 import pytest
 
-from tfjob_testbed import images
+from tfjob_testbed.images import podman
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def built() -> dict[str, images.BuiltImage]:
+def built() -> dict[str, podman.BuiltImage]:
     """Target -> its image, built or taken from the cache."""
-    reason = images.missing_prerequisites()
+    reason = podman.missing_prerequisites()
     if reason is not None:
         pytest.skip(reason)
-    return dict(zip(images.image_tags(), images.build_all(), strict=True))
+    return dict(zip(podman.image_tags(), podman.build_all(), strict=True))
 
 
 def run(
-    image: images.BuiltImage, *args: str, entrypoint: str | None = None, options: tuple = ()
+    image: podman.BuiltImage, *args: str, entrypoint: str | None = None, options: tuple = ()
 ) -> subprocess.CompletedProcess[str]:
     """`podman run --rm --network=none` of the image, output captured."""
-    cmd = [*images.podman_command(), "run", "--rm", "--network=none", *images.ULIMITS, *options]
+    cmd = [*podman.podman_command(), "run", "--rm", "--network=none", *podman.ULIMITS, *options]
     if entrypoint is not None:
         cmd += ["--entrypoint", entrypoint]
     return subprocess.run(
@@ -94,7 +94,7 @@ def test_trainer_loads_tensorflow_and_baked_mnist_read_only(built) -> None:
 def test_gpu_tag_names_the_trainer_image(built) -> None:
     trainer = built["trainer"]
     assert trainer.tags[1].endswith("-gpu")
-    assert {images.image_id(tag) for tag in trainer.tags} == {trainer.image_id}
+    assert {podman.image_id(tag) for tag in trainer.tags} == {trainer.image_id}
 
 
 @pytest.mark.parametrize("target", ["operator", "trainer"])
@@ -107,5 +107,5 @@ def test_archive_carries_every_tag(built, target: str) -> None:
 
 
 def test_second_build_reuses_everything(built) -> None:
-    again = dict(zip(images.image_tags(), images.build_all(), strict=True))
+    again = dict(zip(podman.image_tags(), podman.build_all(), strict=True))
     assert again == built

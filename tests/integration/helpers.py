@@ -9,7 +9,7 @@ import kubernetes
 
 from tfjob_operator.api.spec import GROUP, PLURAL, VERSION
 from tfjob_operator.rules import status as st
-from tfjob_testbed.kube import wait_for
+from tfjob_testbed.core.kube import wait_for
 
 CHILD_WAIT = 60
 GC_WAIT = 120  # the garbage collector finds a new kind at its next discovery, every 30 s

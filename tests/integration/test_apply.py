@@ -9,7 +9,7 @@ import pytest
 
 from tfjob_operator.api.spec import parse_spec
 from tfjob_operator.rules.children import JobRef, desired_children
-from tfjob_testbed.jobs import tfjob
+from tfjob_testbed.core.jobs import tfjob
 
 pytestmark = pytest.mark.integration
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tfjob_testbed.cli import cli_env, tfjob_cli
-from tfjob_testbed.jobs import tfjob
-from tfjob_testbed.kube import wait_for
-from tfjob_testbed.paths import ROOT
+from tfjob_testbed.core.jobs import tfjob
+from tfjob_testbed.core.kube import wait_for
+from tfjob_testbed.core.paths import ROOT
+from tfjob_testbed.project.cli import cli_env, tfjob_cli
 
 pytestmark = pytest.mark.integration
 

@@ -38,8 +38,8 @@ from hypothesis import strategies as st
 from tfjob_operator.api.spec import GROUP, PLURAL, VERSION
 from tfjob_operator.rules import handover
 from tfjob_operator.rules.lifecycle import INTERNAL_ERROR
-from tfjob_testbed.kube import wait_for
-from tfjob_testbed.paths import ROOT
+from tfjob_testbed.core.kube import wait_for
+from tfjob_testbed.core.paths import ROOT
 
 pytestmark = pytest.mark.integration
 

@@ -15,10 +15,10 @@ import pytest
 from tests.integration.helpers import without_crds
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.gang import COSCHEDULING_LABEL, VOLCANO_GROUP_ANNOTATION, Scheduler
-from tfjob_testbed.jobs import tfjob
-from tfjob_testbed.kube import wait_for
-from tfjob_testbed.operator import stepped_aside
-from tfjob_testbed.paths import ROOT
+from tfjob_testbed.core.jobs import tfjob
+from tfjob_testbed.core.kube import wait_for
+from tfjob_testbed.core.paths import ROOT
+from tfjob_testbed.project.operator import stepped_aside
 
 pytestmark = pytest.mark.integration
 

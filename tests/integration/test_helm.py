@@ -19,10 +19,10 @@ import pytest
 import yaml
 
 from tfjob_operator.api import crd, rbac
-from tfjob_testbed.cli import tfjob_cli
-from tfjob_testbed.controlplane import ControlPlane, ensure_binaries
-from tfjob_testbed.kube import Kubectl, wait_for
-from tfjob_testbed.tools import ensure_tools
+from tfjob_testbed.controlplane.plane import ControlPlane, ensure_binaries
+from tfjob_testbed.core.kube import Kubectl, wait_for
+from tfjob_testbed.core.tools import ensure_tools
+from tfjob_testbed.project.cli import tfjob_cli
 
 pytestmark = pytest.mark.integration
 

@@ -17,8 +17,8 @@ import pytest
 from tests.integration.helpers import CHILD_WAIT, Job
 from tfjob_operator.rules import kubeflow
 from tfjob_operator.rules import status as st
-from tfjob_testbed.jobs import tfjob
-from tfjob_testbed.kube import wait_for
+from tfjob_testbed.core.jobs import tfjob
+from tfjob_testbed.core.kube import wait_for
 
 pytestmark = pytest.mark.integration
 

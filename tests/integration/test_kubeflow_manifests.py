@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from tfjob_operator.api.spec import GROUP, KUBEFLOW_GROUP, PLURAL, VERSION
-from tfjob_testbed.kube import wait_for
-from tfjob_testbed.paths import ROOT
+from tfjob_testbed.core.kube import wait_for
+from tfjob_testbed.core.paths import ROOT
 
 pytestmark = pytest.mark.integration
 

@@ -17,10 +17,10 @@ import pytest
 from tests.integration.helpers import CHILD_WAIT, without_crds
 from tfjob_operator.rules import kueue
 from tfjob_operator.rules import status as st
-from tfjob_testbed import kueue as kq
-from tfjob_testbed.jobs import tfjob
-from tfjob_testbed.kube import wait_for
-from tfjob_testbed.operator import stepped_aside
+from tfjob_testbed.addons import kueue as kq
+from tfjob_testbed.core.jobs import tfjob
+from tfjob_testbed.core.kube import wait_for
+from tfjob_testbed.project.operator import stepped_aside
 
 pytestmark = pytest.mark.integration
 

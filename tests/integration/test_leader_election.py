@@ -22,9 +22,9 @@ import pytest
 from tests.integration.helpers import CHILD_WAIT
 from tfjob_operator.controller.handlers import LOST_LEASE_EXIT
 from tfjob_operator.rules import status as st
-from tfjob_testbed.jobs import tfjob
-from tfjob_testbed.kube import wait_for
-from tfjob_testbed.operator import OperatorProcess
+from tfjob_testbed.core.jobs import tfjob
+from tfjob_testbed.core.kube import wait_for
+from tfjob_testbed.project.operator import OperatorProcess
 
 pytestmark = pytest.mark.integration
 

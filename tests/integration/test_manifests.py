@@ -8,10 +8,10 @@ import yaml
 
 from tfjob_operator.api.spec import GROUP, PLURAL, VERSION
 from tfjob_operator.rules import status as st
-from tfjob_testbed.jobs import tfjob
-from tfjob_testbed.kube import service_account_kubeconfig, wait_for
-from tfjob_testbed.operator import stepped_aside
-from tfjob_testbed.paths import ROOT
+from tfjob_testbed.core.jobs import tfjob
+from tfjob_testbed.core.kube import service_account_kubeconfig, wait_for
+from tfjob_testbed.core.paths import ROOT
+from tfjob_testbed.project.operator import stepped_aside
 
 pytestmark = pytest.mark.integration
 

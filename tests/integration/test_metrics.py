@@ -8,10 +8,10 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tfjob_testbed.jobs import tfjob
-from tfjob_testbed.kube import wait_for
-from tfjob_testbed.operator import stepped_aside
-from tfjob_testbed.procs import free_port
+from tfjob_testbed.core.jobs import tfjob
+from tfjob_testbed.core.kube import wait_for
+from tfjob_testbed.core.procs import free_port
+from tfjob_testbed.project.operator import stepped_aside
 
 pytestmark = pytest.mark.integration
 

@@ -14,8 +14,8 @@ import pytest
 
 from tests.integration.helpers import CHILD_WAIT
 from tfjob_operator.rules import status as st
-from tfjob_testbed.jobs import container_status, tfjob
-from tfjob_testbed.kube import wait_for
+from tfjob_testbed.core.jobs import container_status, tfjob
+from tfjob_testbed.core.kube import wait_for
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The test bed's cluster services (tfjob_testbed.nodeservices) as their own process against
+"""The test bed's cluster services (tfjob_testbed.nodes.nodeservices) as their own process against
 the real API server: hosts-file records follow Services and Endpoints within a second, claims
 get volumes the controller-manager binds and that go with the claim, and a restart (even after
 SIGKILL) duplicates nothing. There is no kubelet here, so the tests write Endpoints by hand."""
@@ -18,8 +18,8 @@ from pathlib import Path
 import kubernetes
 import pytest
 
-from tfjob_testbed.kube import wait_for
-from tfjob_testbed.paths import ROOT
+from tfjob_testbed.core.kube import wait_for
+from tfjob_testbed.core.paths import ROOT
 
 pytestmark = pytest.mark.integration
 
@@ -31,7 +31,7 @@ LOG_MARK = "===== start"
 
 
 class NodeServicesProcess:
-    """``python -m tfjob_testbed.nodeservices`` as the test bed runs it, logging to a file."""
+    """``python -m tfjob_testbed.nodes.nodeservices`` as the test bed runs it, logging to a file."""
 
     def __init__(self, kubeconfig: Path, workdir: Path) -> None:
         self.kubeconfig = kubeconfig
@@ -52,7 +52,7 @@ class NodeServicesProcess:
             [
                 sys.executable,
                 "-m",
-                "tfjob_testbed.nodeservices",
+                "tfjob_testbed.nodes.nodeservices",
                 "--kubeconfig",
                 str(self.kubeconfig),
                 "--hosts-file",

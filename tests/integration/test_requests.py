@@ -12,9 +12,9 @@ from collections import Counter
 import pytest
 
 from tests.integration.helpers import CHILD_WAIT, Job
-from tfjob_testbed.jobs import tfjob
-from tfjob_testbed.kube import Kubelet, wait_for
-from tfjob_testbed.operator import stepped_aside
+from tfjob_testbed.core.jobs import tfjob
+from tfjob_testbed.core.kube import Kubelet, wait_for
+from tfjob_testbed.project.operator import stepped_aside
 
 pytestmark = pytest.mark.integration
 

@@ -11,10 +11,10 @@ from typing import Any
 
 from tests.node.helpers import established
 from tfjob_operator.api.spec import KUBEFLOW_GROUP, PLURAL, VERSION
-from tfjob_testbed import kueue
+from tfjob_testbed.addons import kueue
 from tfjob_testbed.cluster import CHART, Cluster
-from tfjob_testbed.kube import wait_for
-from tfjob_testbed.node import NodeError
+from tfjob_testbed.core.kube import wait_for
+from tfjob_testbed.nodes.node import NodeError
 
 KUBEFLOW_RELEASE = "tfjob-kubeflow"
 KUBEFLOW_NAMESPACE = "tfjob-kubeflow"

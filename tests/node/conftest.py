@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.node.addons import Addons
-from tfjob_testbed import node as node_mod
 from tfjob_testbed.cluster import Cluster, start
-from tfjob_testbed.second_node import SecondNode
+from tfjob_testbed.nodes import node as node_mod
+from tfjob_testbed.nodes.second_node import SecondNode
 
 pytestmark = pytest.mark.node
 

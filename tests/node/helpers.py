@@ -11,8 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 from tfjob_testbed.cluster import CHART, NAMESPACE, RELEASE, Cluster
-from tfjob_testbed.jobs import example
-from tfjob_testbed.kube import wait_for
+from tfjob_testbed.core.jobs import example
+from tfjob_testbed.core.kube import wait_for
 
 TRAIN_WAIT = 600  # a few hundred steps on 2 shared cores, plus TensorFlow's start-up
 POD_WAIT = 180

@@ -28,8 +28,8 @@ from tests.node.helpers import (
     wait_halfway_past_a_checkpoint,
 )
 from tfjob_testbed.cluster import Cluster
-from tfjob_testbed.kube import wait_for
-from tfjob_testbed.node import Node
+from tfjob_testbed.core.kube import wait_for
+from tfjob_testbed.nodes.node import Node
 
 pytestmark = pytest.mark.node
 UNDISTURBED = [("Created", "True"), ("Running", "False"), ("Succeeded", "True")]

@@ -3,7 +3,7 @@ installed by its Helm chart and running in a pod, the shipped examples applied w
 and the disturbances any cluster has (a pod deleted, the operator's pod replaced, a node
 cordoned). Everything here goes through kubectl, so it runs on kind too (tests/e2e/kind.sh).
 
-The node (tfjob_testbed.node) is containerd + runc, kubelet, kube-scheduler and kube-proxy,
+The node (tfjob_testbed.nodes.node) is containerd + runc, kubelet, kube-scheduler and kube-proxy,
 with a CNI bridge, cluster DNS and a volume provisioner; `make cluster` brings up the same.
 """
 
@@ -38,9 +38,9 @@ from tests.node.helpers import (
 )
 from tfjob_operator.rules import naming
 from tfjob_testbed.cluster import NAMESPACE, Cluster
-from tfjob_testbed.jobs import example
-from tfjob_testbed.kube import wait_for
-from tfjob_testbed.procs import free_port
+from tfjob_testbed.core.jobs import example
+from tfjob_testbed.core.kube import wait_for
+from tfjob_testbed.core.procs import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "manifests" / "examples"

@@ -2,7 +2,7 @@
 Kubeflow's own group (`--set apiGroup=kubeflow.org`), unchanged:
 
 - Kubeflow's Training SDK (`kubeflow-training`, in a virtualenv of its own as in a notebook:
-  tfjob_testbed.kubeflow_sdk) creates a TFJob object and a `train_func` job, waits for them,
+  tfjob_testbed.addons.kubeflow_sdk) creates a TFJob object and a `train_func` job, waits for them,
   finds their pods by Kubeflow's labels, reads and follows their logs, updates and deletes them;
 - every manifest of tests/data/kubeflow/ as written, only put in the test's namespace. Their
   images cannot be pulled on this machine, so each must get its children and labelled pods and
@@ -33,12 +33,12 @@ from tests.node.helpers import (
     newest_step,
 )
 from tfjob_operator.rules import kubeflow as kf
-from tfjob_testbed import kubeflow_sdk
+from tfjob_testbed.addons import kubeflow_sdk
 from tfjob_testbed.cluster import Cluster
-from tfjob_testbed.images import app_version
-from tfjob_testbed.jobs import example
-from tfjob_testbed.kube import wait_for
-from tfjob_testbed.paths import ROOT
+from tfjob_testbed.core.jobs import example
+from tfjob_testbed.core.kube import wait_for
+from tfjob_testbed.core.paths import ROOT
+from tfjob_testbed.images.podman import app_version
 
 pytestmark = pytest.mark.node
 

@@ -33,9 +33,9 @@ from tests.node.helpers import (
 )
 from tfjob_operator.rules import kueue as rules
 from tfjob_operator.rules import status as st
-from tfjob_testbed import kueue
+from tfjob_testbed.addons import kueue
 from tfjob_testbed.cluster import NAMESPACE, Cluster
-from tfjob_testbed.kube import wait_for
+from tfjob_testbed.core.kube import wait_for
 
 pytestmark = pytest.mark.node
 TOLERATION = {"key": "tfjob.dev/kueue-test", "operator": "Exists", "effect": "NoSchedule"}

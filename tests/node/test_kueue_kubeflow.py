@@ -24,9 +24,9 @@ from tests.node.helpers import FAST, POD_WAIT, TRAIN_WAIT
 from tests.node.test_kubeflow import API_VERSION, TFJOBS, TRAINER
 from tests.node.test_kueue import create, holds, queue_figures, workloads
 from tfjob_operator.rules import kueue as rules
-from tfjob_testbed import kueue
+from tfjob_testbed.addons import kueue
 from tfjob_testbed.cluster import CHART, Cluster
-from tfjob_testbed.kube import wait_for
+from tfjob_testbed.core.kube import wait_for
 
 pytestmark = pytest.mark.node
 QUOTA = {"cpu": "1", "memory": "8Gi"}

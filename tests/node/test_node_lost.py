@@ -28,9 +28,9 @@ from tests.node.helpers import (
     wait_halfway_past_a_checkpoint,
 )
 from tfjob_testbed.cluster import Cluster
-from tfjob_testbed.kube import wait_for
-from tfjob_testbed.node import NODE_NAME, ctr
-from tfjob_testbed.second_node import SecondNode
+from tfjob_testbed.core.kube import wait_for
+from tfjob_testbed.nodes.node import NODE_NAME, ctr
+from tfjob_testbed.nodes.second_node import SecondNode
 
 pytestmark = pytest.mark.node
 TIMEOUT = 10  # runPolicy.nodeLostTimeoutSeconds of these jobs

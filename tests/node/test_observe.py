@@ -24,11 +24,11 @@ from tests.node.helpers import (
     pod,
     wait_ended,
 )
-from tfjob_testbed.cli import cli_env, tfjob_cli
 from tfjob_testbed.cluster import Cluster
-from tfjob_testbed.kube import wait_for
-from tfjob_testbed.paths import ROOT
-from tfjob_testbed.procs import free_port
+from tfjob_testbed.core.kube import wait_for
+from tfjob_testbed.core.paths import ROOT
+from tfjob_testbed.core.procs import free_port
+from tfjob_testbed.project.cli import cli_env, tfjob_cli
 
 pytestmark = pytest.mark.node
 

@@ -33,10 +33,10 @@ from tests.node.helpers import (
     wait_ended,
 )
 from tfjob_protocol.stop import EXIT_STOPPED
-from tfjob_testbed.cli import tfjob_cli
 from tfjob_testbed.cluster import Cluster
-from tfjob_testbed.kube import wait_for
-from tfjob_testbed.node import NODE_NAME
+from tfjob_testbed.core.kube import wait_for
+from tfjob_testbed.nodes.node import NODE_NAME
+from tfjob_testbed.project.cli import tfjob_cli
 
 pytestmark = pytest.mark.node
 JOB = "stops"

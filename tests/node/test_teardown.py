@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from tests.node.helpers import POD_WAIT
-from tfjob_testbed import host
-from tfjob_testbed import node as node_mod
-from tfjob_testbed import second_node as second_mod
 from tfjob_testbed.cluster import NAMESPACE, Cluster
-from tfjob_testbed.kube import wait_for
+from tfjob_testbed.core.kube import wait_for
+from tfjob_testbed.nodes import host
+from tfjob_testbed.nodes import node as node_mod
+from tfjob_testbed.nodes import second_node as second_mod
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_UP = "cluster is up"  # what `make cluster` prints once it is: "A one-node cluster..."

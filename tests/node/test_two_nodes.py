@@ -1,4 +1,4 @@
-"""Two real nodes: the bed's own and a second one joining it (tfjob_testbed.second_node). Pods
+"""Two real nodes: the bed's own and a second one joining it (tfjob_testbed.nodes.second_node). Pods
 pinned to each node find each other through the cluster DNS and reach each other over TCP,
 through their Services (kube-proxy on both nodes); a `shared` (NFS-like) claim written on one
 node is read on the other; a `standard` claim binds only once its first pod is scheduled, and
@@ -14,15 +14,15 @@ from typing import Any
 import pytest
 
 from tests.node.helpers import POD_WAIT, pod
-from tfjob_testbed import node as node_mod
-from tfjob_testbed import second_node as second_mod
 from tfjob_testbed.cluster import Cluster
-from tfjob_testbed.gobuild import CONTAINERD, KUBERNETES
-from tfjob_testbed.host import run
-from tfjob_testbed.kube import wait_for
-from tfjob_testbed.node import Node
-from tfjob_testbed.realnode import bridge_mac
-from tfjob_testbed.second_node import SecondNode
+from tfjob_testbed.core.gobuild import CONTAINERD, KUBERNETES
+from tfjob_testbed.core.kube import wait_for
+from tfjob_testbed.nodes import node as node_mod
+from tfjob_testbed.nodes import second_node as second_mod
+from tfjob_testbed.nodes.host import run
+from tfjob_testbed.nodes.node import Node
+from tfjob_testbed.nodes.realnode import bridge_mac
+from tfjob_testbed.nodes.second_node import SecondNode
 
 pytestmark = pytest.mark.node
 

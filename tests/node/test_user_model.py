@@ -21,8 +21,8 @@ from tests.node.helpers import (
 )
 from tfjob_operator.rules import naming
 from tfjob_protocol.result import parse_last
-from tfjob_testbed import example_image
 from tfjob_testbed.cluster import Cluster
+from tfjob_testbed.images import example as example_image
 
 pytestmark = pytest.mark.node
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tfjob_testbed.paths import ROOT
+from tfjob_testbed.core.paths import ROOT
 
 SOURCES = ("pyproject.toml", "README.md", "operator", "trainer", "protocol")
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tfjob_testbed.launcher import FAST, Job
+from tfjob_testbed.project.launcher import FAST, Job
 
 
 @pytest.fixture

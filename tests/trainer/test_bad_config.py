@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tfjob_testbed.paths import ROOT
+from tfjob_testbed.core.paths import ROOT
 
 CLUSTER = {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"], "ps": ["127.0.0.1:3"]}
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfjob_testbed.launcher import Job, details, scalars
+from tfjob_testbed.project.launcher import Job, details, scalars
 from tfjob_trainer.data import mnist
 from tfjob_trainer.model import scoring
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tfjob_testbed.launcher import details, scalars
+from tfjob_testbed.project.launcher import details, scalars
 
 
 def test_evaluator_writes_eval_summaries_and_exits_0(make_job):

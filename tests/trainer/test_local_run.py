@@ -14,8 +14,8 @@ import tensorflow as tf
 import yaml
 
 from tfjob_protocol.local import ENV_LOCAL_PARENT
-from tfjob_testbed.jobs import tfjob
-from tfjob_testbed.paths import ROOT
+from tfjob_testbed.core.jobs import tfjob
+from tfjob_testbed.core.paths import ROOT
 
 TRAIN = ["--dataset=digits", "--batch-size=32", "--log-every=20"]
 

@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 from tfjob_protocol.result import parse_last
-from tfjob_testbed.launcher import FAST
+from tfjob_testbed.project.launcher import FAST
 
 WARNING = re.compile(
     r"WARNING no checkpoint directory \(--checkpoint-dir or TFJOB_CHECKPOINT_DIR\): "

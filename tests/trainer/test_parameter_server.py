@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from tfjob_protocol.stop import EXIT_STOPPED
-from tfjob_testbed.launcher import details
+from tfjob_testbed.project.launcher import details
 
 PS = {"chief": 1, "worker": 2, "ps": 1}
 # Ten digit classes: chance is 0.10. The 784-500-10 MLP gets above 0.95 on the held-out 297

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tfjob_protocol.stop import EXIT_STOPPED, saved_step
-from tfjob_testbed.launcher import Job
+from tfjob_testbed.project.launcher import Job
 from tfjob_trainer.runtime.exits import EXIT_PEER_LOST
 
 USERPKG = Path(__file__).parent / "userpkg"

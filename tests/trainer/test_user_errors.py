@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tfjob_testbed.paths import ROOT
+from tfjob_testbed.core.paths import ROOT
 from tfjob_trainer.runtime.exits import EXIT_CONFIG
 
 USERPKG = Path(__file__).parent / "userpkg"

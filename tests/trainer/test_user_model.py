@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfjob_testbed.launcher import details, scalars
+from tfjob_testbed.project.launcher import details, scalars
 from tfjob_trainer.runtime.exits import EXIT_PEER_LOST
 
 USERPKG = Path(__file__).parent / "userpkg"

@@ -17,7 +17,7 @@ import yaml
 from tfjob_operator.api import crd, rbac
 from tfjob_operator.api.spec import GROUPS
 from tfjob_operator.controller.main import build_parser
-from tfjob_testbed.tools import ensure_tools
+from tfjob_testbed.core.tools import ensure_tools
 
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "charts" / "tfjob-operator"

@@ -12,7 +12,7 @@ import yaml
 
 from tfjob_operator.rules import kubeflow
 from tfjob_operator.rules.lifecycle import JobView, decide
-from tfjob_testbed.paths import ROOT
+from tfjob_testbed.core.paths import ROOT
 from tfjob_trainer import options
 
 EXPERIMENT = ROOT / "manifests" / "examples" / "katib" / "tfjob-experiment.yaml"

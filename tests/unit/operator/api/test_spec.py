@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tfjob_operator.api.spec import ReplicaType, RestartPolicy, SpecError, parse_spec
-from tfjob_testbed.jobs import tfjob
+from tfjob_testbed.core.jobs import tfjob
 
 
 def spec_with(**changes):

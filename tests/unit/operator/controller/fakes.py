@@ -15,7 +15,7 @@ from tfjob_operator.controller.reconcile import Reconciler
 from tfjob_operator.rules import naming
 from tfjob_operator.rules.pods import observe
 from tfjob_operator.rules.statefulsets import StatefulSetObservation
-from tfjob_testbed.jobs import pod, tfjob
+from tfjob_testbed.core.jobs import pod, tfjob
 
 WORKER = ReplicaType.WORKER
 

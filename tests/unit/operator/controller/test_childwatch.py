@@ -10,7 +10,7 @@ import pytest
 
 from tfjob_operator.controller.childwatch import ChildWatches
 from tfjob_operator.controller.handlers import CHILDREN
-from tfjob_testbed.jobs import pod
+from tfjob_testbed.core.jobs import pod
 
 KINDS = {k.plural: k for k in CHILDREN}
 KEY = ("default", "mnist")

@@ -18,7 +18,7 @@ from tfjob_operator.controller import handlers
 from tfjob_operator.rules import naming
 from tfjob_operator.rules.gang import Gang, Scheduler
 from tfjob_operator.rules.lifecycle import JobView, decide
-from tfjob_testbed.jobs import tfjob
+from tfjob_testbed.core.jobs import tfjob
 
 NOW = datetime(2026, 11, 24, tzinfo=UTC)
 GANGS = [None, *(Gang(s) for s in Scheduler)]

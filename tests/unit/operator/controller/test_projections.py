@@ -14,7 +14,7 @@ from tfjob_operator.controller.projections import (
 )
 from tfjob_operator.rules.lifecycle import JobView, decide
 from tfjob_operator.rules.pods import observe
-from tfjob_testbed.jobs import pod, tfjob
+from tfjob_testbed.core.jobs import pod, tfjob
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

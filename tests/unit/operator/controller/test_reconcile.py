@@ -42,7 +42,7 @@ from tfjob_operator.rules.kueue.queue import QueueView
 from tfjob_operator.rules.pods import observe
 from tfjob_operator.rules.statefulsets import StatefulSetObservation
 from tfjob_protocol import stop
-from tfjob_testbed.jobs import pod
+from tfjob_testbed.core.jobs import pod
 
 
 def api_error(status: int, message: str = "boom") -> kubernetes.client.ApiException:

@@ -21,7 +21,7 @@ from tfjob_operator.rules.kueue.admission import observe_workload
 from tfjob_operator.rules.kueue.queue import Priority, Queueing, QueueView, global_default
 from tfjob_operator.rules.kueue.workload import WorkloadDecision
 from tfjob_operator.rules.lifecycle import JobView
-from tfjob_testbed.jobs import tfjob
+from tfjob_testbed.core.jobs import tfjob
 
 
 def pc(name: str, value: int, default: bool = False) -> dict[str, Any]:

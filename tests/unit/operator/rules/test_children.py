@@ -10,7 +10,7 @@ from tfjob_operator.api.spec import ReplicaType as RT
 from tfjob_operator.api.spec import parse_spec
 from tfjob_operator.rules import naming, tfconfig
 from tfjob_operator.rules.children import JobRef, built_hash, check_additions, desired_children
-from tfjob_testbed.jobs import template, tfjob
+from tfjob_testbed.core.jobs import template, tfjob
 
 JOB = JobRef("mnist", "ml", "uid-1")
 OWNER = {

@@ -18,7 +18,7 @@ from tfjob_operator.rules.gang import (
     min_resources,
     pod_group,
 )
-from tfjob_testbed.jobs import template, tfjob
+from tfjob_testbed.core.jobs import template, tfjob
 
 JOB = JobRef("mnist", "team-a", "uid-1")
 VOLCANO = Gang(Scheduler.VOLCANO)

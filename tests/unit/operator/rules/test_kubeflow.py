@@ -12,7 +12,7 @@ from tfjob_operator.api.spec import API_VERSION, ReplicaType
 from tfjob_operator.rules import kubeflow
 from tfjob_operator.rules.lifecycle import JobView, decide
 from tfjob_operator.rules.pods import observe
-from tfjob_testbed.jobs import pod, tfjob
+from tfjob_testbed.core.jobs import pod, tfjob
 
 NOW = datetime(2026, 11, 25, tzinfo=UTC)
 CHIEF, PS, WORKER, EVAL = (

@@ -12,7 +12,7 @@ from tests.unit.operator.rules.lifecycle.helpers import T0, Run, running
 from tfjob_operator.rules import nodelost
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.pods import observe
-from tfjob_testbed.jobs import pod, tfjob
+from tfjob_testbed.core.jobs import pod, tfjob
 
 NODE = "gpu-node-7"
 

@@ -7,7 +7,7 @@ import pytest
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.pods import Stuck, observe
 from tfjob_protocol import stop
-from tfjob_testbed.jobs import pod
+from tfjob_testbed.core.jobs import pod
 
 UNSCHEDULABLE = {
     "type": "PodScheduled",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tfjob_operator.rules.pods import observe
 from tfjob_operator.rules.statefulsets import StatefulSetObservation, lacking, observe_statefulset
-from tfjob_testbed.jobs import pod
+from tfjob_testbed.core.jobs import pod
 
 OURS = {"tfjob.dev/job-name": "mnist", "app.kubernetes.io/managed-by": "tfjob-operator"}
 

@@ -13,7 +13,7 @@ from tfjob_operator.rules.children import JobRef
 from tfjob_operator.rules.lifecycle import JobView, decide
 from tfjob_operator.rules.pods import observe
 from tfjob_operator.rules.tensorboard import children
-from tfjob_testbed.jobs import pod, tfjob
+from tfjob_testbed.core.jobs import pod, tfjob
 
 JOB = JobRef("mnist", "team-a", "uid-1")
 NOW = datetime(2026, 11, 24, tzinfo=UTC)

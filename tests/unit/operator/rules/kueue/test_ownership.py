@@ -11,7 +11,7 @@ from tfjob_operator.rules import handover, kueue
 from tfjob_operator.rules.kueue.queue import Queueing, queue_label_patch
 from tfjob_operator.rules.pods import observe
 from tfjob_operator.rules.statefulsets import observe_statefulset
-from tfjob_testbed.jobs import pod
+from tfjob_testbed.core.jobs import pod
 
 GATE = [{"name": "kueue.x-k8s.io/admission"}]
 TOPOLOGY = [{"name": "kueue.x-k8s.io/topology"}]  # ours (TAS), not a take-over

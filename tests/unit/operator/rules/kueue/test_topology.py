@@ -21,7 +21,7 @@ from tfjob_operator.rules.kueue.admission import (
     topology_request,
 )
 from tfjob_operator.rules.kueue.workload import podsets
-from tfjob_testbed.jobs import tfjob
+from tfjob_testbed.core.jobs import tfjob
 
 INDEX = {"podIndexLabel": "apps.kubernetes.io/pod-index"}
 LAYERS = '[{"topology": "rack", "size": 4}, {"topology": "host", "size": 2}]'

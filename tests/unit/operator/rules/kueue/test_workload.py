@@ -24,7 +24,7 @@ from tfjob_operator.rules.kueue.queue import (
 )
 from tfjob_operator.rules.kueue.workload import workload
 from tfjob_operator.rules.lifecycle import JobView, decide, decision
-from tfjob_testbed.jobs import pod, tfjob
+from tfjob_testbed.core.jobs import pod, tfjob
 
 SPEC = {"Chief": 1, "PS": 1, "Worker": 2}
 GPU_TAINT = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}

@@ -11,7 +11,7 @@ from tfjob_operator.rules import status as st
 from tfjob_operator.rules.lifecycle import Decision, JobView, decide
 from tfjob_operator.rules.pods import observe
 from tfjob_operator.rules.statefulsets import StatefulSetObservation
-from tfjob_testbed.jobs import pod
+from tfjob_testbed.core.jobs import pod
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 

@@ -7,7 +7,7 @@ import pytest
 from tests.unit.operator.rules.lifecycle.helpers import T0, Run, running
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.lifecycle import JobView, decide
-from tfjob_testbed.jobs import pod, tfjob
+from tfjob_testbed.core.jobs import pod, tfjob
 
 
 def test_created_then_running_then_succeeded_history():

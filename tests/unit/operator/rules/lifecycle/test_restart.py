@@ -19,7 +19,7 @@ from tfjob_operator.rules.lifecycle.restart import UPDATED, restart, restarting
 from tfjob_operator.rules.lifecycle.stops import RESIZED
 from tfjob_operator.rules.pods import observe
 from tfjob_operator.rules.statefulsets import StatefulSetObservation
-from tfjob_testbed.jobs import pod, tfjob
+from tfjob_testbed.core.jobs import pod, tfjob
 
 OLD, NEW = "old", "new"  # revision suffixes: <job>-<type>-old, <job>-<type>-new
 

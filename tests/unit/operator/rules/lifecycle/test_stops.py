@@ -17,7 +17,7 @@ from tfjob_operator.rules.lifecycle import is_retryable, stops
 from tfjob_operator.rules.lifecycle.change import Condition
 from tfjob_operator.rules.pods import observe
 from tfjob_protocol import stop
-from tfjob_testbed.jobs import pod, tfjob
+from tfjob_testbed.core.jobs import pod, tfjob
 
 SPEC = {"Chief": 1, "PS": 1, "Worker": 2}
 

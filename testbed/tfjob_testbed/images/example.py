@@ -1,13 +1,13 @@
 """The example user project's image (examples/tabular/Dockerfile), built with podman FROM the
 trainer image built here, as a user builds theirs FROM the released one.
 
-It shares `images`' podman storage, lock and archive format, so the real node imports it like
+It shares `podman.py`'s podman storage, lock and archive format, so the real node imports it like
 the project's own images. Cached: with the example's files and the trainer image unchanged, the
 image is neither rebuilt nor saved again.
 
 Usage::
 
-    python -m tfjob_testbed.example_image      # the trainer image too, if it is not built
+    python -m tfjob_testbed.images.example      # the trainer image too, if it is not built
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import hashlib
 import sys
 from pathlib import Path
 
-from tfjob_testbed import images
-from tfjob_testbed.paths import ROOT
+from tfjob_testbed.core.paths import ROOT
+from tfjob_testbed.images import podman
 
 EXAMPLE = ROOT / "examples" / "tabular"
 NAME = "tabular-example"
@@ -25,7 +25,7 @@ NAME = "tabular-example"
 
 def tag() -> str:
     """The tag examples/tabular/tfjob.yaml names, as containerd spells it."""
-    return f"{images.REPOSITORY}/{NAME}:{images.app_version()}"
+    return f"{podman.REPOSITORY}/{NAME}:{podman.app_version()}"
 
 
 def context_files() -> list[Path]:
@@ -48,17 +48,17 @@ def build_key(trainer_id: str) -> str:
     return digest.hexdigest()
 
 
-def build() -> images.BuiltImage:
+def build() -> podman.BuiltImage:
     """Build the example image on the trainer image (building that first if needed), cached,
     and save it to an archive for `ctr images import`."""
-    trainer_tags = images.image_tags()["trainer"]
-    with images._locked():
-        trainer_id = images.build("trainer", trainer_tags)
-        built = images.stamped_build(
+    trainer_tags = podman.image_tags()["trainer"]
+    with podman._locked():
+        trainer_id = podman.build("trainer", trainer_tags)
+        built = podman.stamped_build(
             NAME,
             build_key(trainer_id),
             tag(),
-            lambda: images._podman(
+            lambda: podman._podman(
                 "build",
                 "--file", str(EXAMPLE / "Dockerfile"),
                 # The tag, not the ID: podman resolves it in its own storage, --pull=never.
@@ -66,17 +66,17 @@ def build() -> images.BuiltImage:
                 "--layers",
                 "--pull=never",
                 "--network=none",  # the example needs nothing from outside
-                *images.ULIMITS,
+                *podman.ULIMITS,
                 "--tag", tag(),
                 str(EXAMPLE),
-                log=images.images_dir() / "logs" / f"build-{NAME}.log",
+                log=podman.images_dir() / "logs" / f"build-{NAME}.log",
             ),
         )  # fmt: skip
-        return images.BuiltImage((tag(),), built, images.archive(built))
+        return podman.BuiltImage((tag(),), built, podman.archive(built))
 
 
 def _main() -> int:
-    return images.build_command(lambda: [build()])
+    return podman.build_command(lambda: [build()])
 
 
 if __name__ == "__main__":

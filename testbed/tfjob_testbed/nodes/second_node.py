@@ -45,11 +45,11 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-from tfjob_testbed.controlplane import ControlPlane
-from tfjob_testbed.host import cgroup_tops, mounts_under, run, sysctl_path
-from tfjob_testbed.paths import cache_dir
-from tfjob_testbed.procs import alive, terminate
-from tfjob_testbed.realnode import (
+from tfjob_testbed.controlplane.plane import ControlPlane
+from tfjob_testbed.core.paths import cache_dir
+from tfjob_testbed.core.procs import alive, terminate
+from tfjob_testbed.nodes.host import cgroup_tops, mounts_under, run, sysctl_path
+from tfjob_testbed.nodes.realnode import (
     BRIDGE,
     CLUSTER_CIDR,
     FIXED_PATHS,

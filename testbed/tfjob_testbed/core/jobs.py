@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from tfjob_operator.api.spec import API_VERSION, KIND
-from tfjob_testbed.paths import ROOT
+from tfjob_testbed.core.paths import ROOT
 
 EXAMPLES = ROOT / "manifests" / "examples"
 

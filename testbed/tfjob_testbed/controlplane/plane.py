@@ -7,7 +7,7 @@ collection works; there is no kubelet, so Pods stay Pending.
 
 Usage from the repo root::
 
-    python -m tfjob_testbed.controlplane up [--workdir DIR]
+    python -m tfjob_testbed.controlplane.plane up [--workdir DIR]
 """
 
 from __future__ import annotations
@@ -35,11 +35,17 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from tfjob_testbed.gobuild import ETCD, KUBERNETES, KUBERNETES_OLDEST, Program, ensure
-from tfjob_testbed.procs import free_port, free_ports, terminate
+from tfjob_testbed.controlplane.argv import (
+    SERVICE_CLUSTER_IP_RANGE,
+    Certs,
+    apiserver_argv,
+    controller_manager_argv,
+    etcd_argv,
+    scheduler_argv,
+)
+from tfjob_testbed.core.gobuild import ETCD, KUBERNETES, KUBERNETES_OLDEST, Program, ensure
+from tfjob_testbed.core.procs import free_port, free_ports, terminate
 
-SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
-SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 LOG_TAIL_LINES = 40
 # The API server's audit log keeps every write to what the operator writes, every read of
 # Events, and every list and watch (with its selectors), with the client's user agent:
@@ -367,55 +373,23 @@ class ControlPlane:
         etcd_url = f"http://127.0.0.1:{etcd_port}"
         peer_url = f"http://127.0.0.1:{peer_port}"
         etcd = self._spawn(
-            "etcd",
-            [
-                str(binaries.etcd),
-                "--name=default",
-                f"--data-dir={self.workdir / 'etcd-data'}",
-                f"--listen-client-urls={etcd_url}",
-                f"--advertise-client-urls={etcd_url}",
-                f"--listen-peer-urls={peer_url}",
-                f"--initial-advertise-peer-urls={peer_url}",
-                f"--initial-cluster=default={peer_url}",
-                "--unsafe-no-fsync",
-                "--logger=zap",
-                "--log-outputs=stderr",
-            ],
+            "etcd", etcd_argv(binaries.etcd, self.workdir / "etcd-data", etcd_url, peer_url)
         )
         self._wait(deadline, etcd, "etcd /health", lambda: self._etcd_healthy(etcd_url))
 
         apiserver = self._spawn(
             "kube-apiserver",
-            [
-                str(binaries.kube_apiserver),
-                f"--etcd-servers={etcd_url}",
-                f"--cert-dir={pki_dir}",
-                f"--tls-cert-file={pki['serving'][0]}",
-                f"--tls-private-key-file={pki['serving'][1]}",
-                f"--client-ca-file={pki['ca'][0]}",
-                f"--service-account-key-file={pki['sa'][0]}",
-                f"--service-account-signing-key-file={pki['sa'][1]}",
-                f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
-                f"--api-audiences={SERVICE_ACCOUNT_ISSUER}",
-                "--authorization-mode=RBAC",
-                *self._node_apiserver_args(pki),
-                f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
-                f"--advertise-address={self.address}",
-                f"--bind-address={self.address}",
-                f"--secure-port={api_port}",
-                "--allow-privileged=true",
-                f"--requestheader-client-ca-file={pki['front-proxy-ca'][0]}",
-                "--requestheader-allowed-names=front-proxy-client",
-                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
-                "--requestheader-group-headers=X-Remote-Group",
-                "--requestheader-username-headers=X-Remote-User",
-                f"--proxy-client-cert-file={pki['proxy-client'][0]}",
-                f"--proxy-client-key-file={pki['proxy-client'][1]}",
-                f"--audit-policy-file={audit_policy}",
-                f"--audit-log-path={self.audit_log}",
-                "--audit-log-maxsize=2000",
-                "--audit-log-maxbackup=1",
-            ],
+            apiserver_argv(
+                binaries.kube_apiserver,
+                etcd_url=etcd_url,
+                pki_dir=pki_dir,
+                pki=pki,
+                address=self.address,
+                port=api_port,
+                audit_policy=audit_policy,
+                audit_log=self.audit_log,
+                node=self.node,
+            ),
         )
         self._ssl = ssl.create_default_context(cafile=str(pki["ca"][0]))
         self._ssl.load_cert_chain(str(pki["admin"][0]), str(pki["admin"][1]))
@@ -425,32 +399,17 @@ class ControlPlane:
 
         kcm = self._spawn(
             "kube-controller-manager",
-            [
-                str(binaries.kube_controller_manager),
-                f"--kubeconfig={kcm_kubeconfig}",
-                f"--service-account-private-key-file={pki['sa'][1]}",
-                f"--root-ca-file={pki['ca'][0]}",
-                f"--cluster-signing-cert-file={pki['ca'][0]}",
-                f"--cluster-signing-key-file={pki['ca'][1]}",
-                "--use-service-account-credentials=false",
-                "--leader-elect=false",
-                "--secure-port=0",
-                f"--flex-volume-plugin-dir={self.workdir / 'flexvolume'}",
-                "--controllers=*",
-                # A lost node is NotReady ~20 s after its last status, for test speed (the
-                # default is 40 s); its kubelet posts every 4 s with a 20 s lease (realnode.py).
-                *(["--node-monitor-grace-period=20s"] if self.node else []),
-            ],
+            controller_manager_argv(
+                binaries.kube_controller_manager,
+                kubeconfig=kcm_kubeconfig,
+                pki=pki,
+                flexvolume_dir=self.workdir / "flexvolume",
+                node=self.node,
+            ),
         )
         if self.node:
             self._spawn(
-                "kube-scheduler",
-                [
-                    str(node_binary("kube-scheduler")),
-                    f"--kubeconfig={kcm_kubeconfig}",
-                    "--leader-elect=false",
-                    "--secure-port=0",
-                ],
+                "kube-scheduler", scheduler_argv(node_binary("kube-scheduler"), kcm_kubeconfig)
             )
         # Pod admission needs the namespace's default ServiceAccount.
         self._wait(
@@ -461,15 +420,6 @@ class ControlPlane:
                 self._get("/api/v1/namespaces/default/serviceaccounts/default"), dict
             ),
         )
-
-    def _node_apiserver_args(self, pki: dict[str, tuple[Path, Path]]) -> list[str]:
-        if not self.node:
-            return ["--endpoint-reconciler-type=none"]
-        return [
-            "--kubelet-preferred-address-types=InternalIP",
-            f"--kubelet-client-certificate={pki['admin'][0]}",
-            f"--kubelet-client-key={pki['admin'][1]}",
-        ]
 
     def processes(self) -> dict[str, int]:
         """Name -> PID of every process started, for a teardown from another process."""
@@ -515,7 +465,7 @@ class ControlPlane:
             self._procs[index] = new
         self._wait(time.monotonic() + 1, new, name, lambda: True)
 
-    def _make_pki(self, pki_dir: Path) -> dict[str, tuple[Path, Path]]:
+    def _make_pki(self, pki_dir: Path) -> Certs:
         pki = _Pki(pki_dir)
         ca = pki.ca("ca", "tfjob-test-ca")
         front_proxy_ca = pki.ca("front-proxy-ca", "tfjob-test-front-proxy-ca")
@@ -541,7 +491,7 @@ class ControlPlane:
             "sa": pki.rsa_key_pair("service-account"),
         }
 
-    def _write_kubeconfig(self, path: Path, pki: dict[str, tuple[Path, Path]]) -> None:
+    def _write_kubeconfig(self, path: Path, pki: Certs) -> None:
         # JSON is valid YAML: no YAML library needed to write it.
         config = {
             "apiVersion": "v1",
@@ -663,7 +613,7 @@ def running_control_plane(
 
 def _main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tfjob_testbed.controlplane",
+        prog="python -m tfjob_testbed.controlplane.plane",
         description="Kubernetes control plane for tests",
     )
     sub = parser.add_subparsers(dest="command", required=True)

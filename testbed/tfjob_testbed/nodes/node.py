@@ -1,6 +1,6 @@
 """A real Kubernetes node on this host: containerd + runc, kubelet, kube-proxy, a CNI bridge,
-cluster DNS and volumes, beside the control plane of `controlplane.py`. `Node` is node 1 of the
-bed, made, like the second node (`second_node.py`), from `realnode.RealNode`.
+cluster DNS and volumes, beside the control plane of `controlplane/plane.py`. `Node` is node 1
+of the bed, made, like the second node (`second_node.py`), from `realnode.RealNode`.
 
 Everything binds to the bridge address (10.244.0.1) or loopback; pods get no default route,
 so their traffic reaches only the nodes' pods (CLUSTER_CIDR: a second node's too, see
@@ -37,15 +37,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tfjob_testbed import second_node
-from tfjob_testbed.controlplane import ControlPlane
-from tfjob_testbed.gobuild import CONTAINERD, KUBERNETES, ensure, module_source
-from tfjob_testbed.host import NodeError, cgroup_tops, is_mount_point, mounts_under, run
-from tfjob_testbed.paths import cache_dir
-from tfjob_testbed.procs import alive, terminate
+from tfjob_testbed.controlplane.plane import ControlPlane
+from tfjob_testbed.core.gobuild import CONTAINERD, KUBERNETES, ensure, module_source
+from tfjob_testbed.core.paths import cache_dir
+from tfjob_testbed.core.procs import alive, terminate
+from tfjob_testbed.nodes import second_node
+from tfjob_testbed.nodes.host import NodeError, cgroup_tops, is_mount_point, mounts_under, run
 
 # Shared with the second node, and node 1's public names as before.
-from tfjob_testbed.realnode import (
+from tfjob_testbed.nodes.realnode import (
     BRIDGE,
     CLUSTER_CIDR,
     CLUSTER_DNS,
@@ -62,10 +62,10 @@ from tfjob_testbed.realnode import (
     restore_sysctls,
     shims_of,
 )
-from tfjob_testbed.realnode import GPUS as GPUS
-from tfjob_testbed.realnode import ctr as ctr
-from tfjob_testbed.realnode import kube_proxy_argv as kube_proxy_argv
-from tfjob_testbed.realnode import kubelet_argv as kubelet_argv
+from tfjob_testbed.nodes.realnode import GPUS as GPUS
+from tfjob_testbed.nodes.realnode import ctr as ctr
+from tfjob_testbed.nodes.realnode import kube_proxy_argv as kube_proxy_argv
+from tfjob_testbed.nodes.realnode import kubelet_argv as kubelet_argv
 
 HOST_PACKAGES = Path(__file__).with_name("host-packages.sh")
 NODE_IP = CLUSTER_DNS  # its bridge's address: the cluster DNS listens here
@@ -301,7 +301,7 @@ class Node(RealNode):
         self.spawn(
             "nodeservices",
             [
-                sys.executable, "-m", "tfjob_testbed.nodeservices",
+                sys.executable, "-m", "tfjob_testbed.nodes.nodeservices",
                 f"--kubeconfig={self.kubeconfig}", f"--hosts-file={hosts}",
                 f"--volumes-dir={self.volumes}", f"--cluster-domain={CLUSTER_DOMAIN}",
                 # Like kind's local-path: a volume is made on the node its first pod runs on

@@ -11,9 +11,9 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from tfjob_testbed.kube import wait_for
-from tfjob_testbed.paths import ROOT
-from tfjob_testbed.procs import free_port, terminate
+from tfjob_testbed.core.kube import wait_for
+from tfjob_testbed.core.paths import ROOT
+from tfjob_testbed.core.procs import free_port, terminate
 
 
 class OperatorProcess:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tfjob_testbed.realnode import bridge_mac
+from tfjob_testbed.nodes.realnode import bridge_mac
 
 
 @pytest.mark.parametrize(

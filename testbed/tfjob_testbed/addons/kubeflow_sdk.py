@@ -8,7 +8,7 @@ from the pinned `tests/requirements-kubeflow-sdk.txt` (PyPI) and kept in the cac
 that file makes it again. Scripts are plain Python files run by that virtualenv's interpreter
 (the SDK's `train_func` reads a function's source with `inspect`, so it needs a real file).
 
-    python -m tfjob_testbed.kubeflow_sdk    # make the virtualenv (or check it), print its path
+    python -m tfjob_testbed.addons.kubeflow_sdk  # make the virtualenv (or check it), print its path
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tfjob_testbed.paths import ROOT, cache_dir
+from tfjob_testbed.core.paths import ROOT, cache_dir
 
 SDK_VERSION = "1.9.4"
 REQUIREMENTS = ROOT / "tests" / "requirements-kubeflow-sdk.txt"

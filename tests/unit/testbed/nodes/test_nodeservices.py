@@ -16,8 +16,8 @@ import kubernetes
 import pytest
 import urllib3
 
-from tfjob_testbed import nodeservices as ns
-from tfjob_testbed.nodeservices import Changed, Reflector, Synced
+from tfjob_testbed.nodes import nodeservices as ns
+from tfjob_testbed.nodes.nodeservices import Changed, Reflector, Synced
 
 DOMAIN = "cluster.local"
 VOLUMES = PurePath("/var/lib/tfjob-volumes")

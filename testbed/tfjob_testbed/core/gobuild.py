@@ -8,7 +8,7 @@ never shipped). Only its commands are built, with `-trimpath` and no tests, into
 nothing changed builds nothing. Go's module and build caches live in `<cache>/go`, so a
 rebuild after a recipe change compiles only what changed.
 
-Usage: ``python -m tfjob_testbed.gobuild [NAME...]`` builds (or checks) them and prints paths.
+Usage: ``python -m tfjob_testbed.core.gobuild [NAME...]`` builds (or checks) them and prints paths.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfjob_testbed.paths import ROOT, cache_dir
+from tfjob_testbed.core.paths import ROOT, cache_dir
 
 MODULES = ROOT / "testbed" / "go"
 # Bump when the way programs are built changes, so cached binaries are rebuilt.
@@ -150,7 +150,7 @@ CONTAINERD = Program(
     # Snapshotters that need C headers; the bed uses overlayfs.
     tags=("no_btrfs", "no_devmapper", "no_zfs"),
 )
-# Kueue's manager, for its image (tfjob_testbed.kueue); its chart and CRDs are read from the
+# Kueue's manager, for its image (tfjob_testbed.addons.kueue); its chart and CRDs are read from the
 # same module.
 KUEUE = Program(
     name="kueue",
@@ -159,7 +159,7 @@ KUEUE = Program(
     stamps={"sigs.k8s.io/kueue/pkg/version.GitVersion": "{version}"},
 )
 # Kubeflow's training-operator (the v1 TFJob controller), the peer `benchmarks/operator_scale.py`
-# measures ours beside (tfjob_testbed.peer); its TFJob CRD is read from the same module.
+# measures ours beside (tfjob_testbed.addons.peer); its TFJob CRD is read from the same module.
 TRAINING_OPERATOR = Program(
     name="training-operator",
     module="github.com/kubeflow/training-operator",
@@ -259,7 +259,9 @@ def module_source(program: Program, path: str) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tfjob_testbed.gobuild", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m tfjob_testbed.core.gobuild", description=__doc__
+    )
     parser.add_argument(
         "names", nargs="*", help=f"of {', '.join(PROGRAMS)} (default: {', '.join(BED)})"
     )

@@ -17,8 +17,8 @@ import tensorflow as tf
 from tfjob_operator.api.spec import ReplicaType
 from tfjob_operator.rules import tfconfig
 from tfjob_protocol.result import parse_last
-from tfjob_testbed.paths import ROOT
-from tfjob_testbed.procs import free_ports
+from tfjob_testbed.core.paths import ROOT
+from tfjob_testbed.core.procs import free_ports
 
 # Trainer flags for a job that trains in seconds: the small digits dataset, and a log line and a
 # checkpoint every 20 steps.

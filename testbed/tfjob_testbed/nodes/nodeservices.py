@@ -19,7 +19,7 @@ binds at once (a control plane with no scheduler or kubelet can still bind claim
 
 Usage::
 
-    python -m tfjob_testbed.nodeservices --kubeconfig K --hosts-file F --volumes-dir D \\
+    python -m tfjob_testbed.nodes.nodeservices --kubeconfig K --hosts-file F --volumes-dir D \\
         [--cluster-domain cluster.local] [--storage-class standard] \\
         [--binding-mode Immediate|WaitForFirstConsumer] [--shared-class shared]
 """
@@ -245,7 +245,7 @@ def released_volume_dir(volume: Mapping[str, Any], volumes_dir: PurePath) -> Pur
 
 def hosts_text(lines: list[str]) -> str:
     """The hosts file: a header saying where it comes from, then one record a line."""
-    return "# cluster DNS records, written by tfjob_testbed.nodeservices\n" + "".join(
+    return "# cluster DNS records, written by tfjob_testbed.nodes.nodeservices\n" + "".join(
         f"{line}\n" for line in lines
     )
 
@@ -639,7 +639,7 @@ def _stop(signum: int, frame: FrameType | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tfjob_testbed.nodeservices",
+        prog="python -m tfjob_testbed.nodes.nodeservices",
         description="Cluster DNS records for dnsmasq and a local-path volume provisioner.",
     )
     parser.add_argument("--kubeconfig", type=Path, required=True)

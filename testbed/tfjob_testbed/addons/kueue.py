@@ -7,25 +7,23 @@ chart's default plus what docs/production.md tells users to add.
 Also Kueue's CRDs as its release ships them (for the API-server tests, which run no Kueue), and
 the Kueue objects the tests make: flavors, queues, priority classes, a topology.
 
-Usage: ``python -m tfjob_testbed.kueue`` builds the manager and its image (cached).
+Usage: ``python -m tfjob_testbed.addons.kueue`` builds the manager and its image (cached).
 """
 
 from __future__ import annotations
 
 import hashlib
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import yaml
 
-from tfjob_testbed import images
-from tfjob_testbed.gobuild import KUEUE, ensure, module_source
-from tfjob_testbed.kube import wait_for
-
-if TYPE_CHECKING:
-    from tfjob_testbed.cluster import Cluster
+from tfjob_testbed.core.gobuild import KUEUE, ensure, module_source
+from tfjob_testbed.core.kube import wait_for
+from tfjob_testbed.images import podman
 
 CRD_NAMES = ("workloads.kueue.x-k8s.io", "resourceflavors.kueue.x-k8s.io")
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
@@ -57,13 +55,13 @@ def chart() -> Path:
     return module_source(KUEUE, "charts/kueue")
 
 
-def build_image() -> images.BuiltImage:
+def build_image() -> podman.BuiltImage:
     """The manager (built from the module, cached) in an image on the bed's base, saved for
     `ctr images import`; nothing is rebuilt while the binary and the base are unchanged."""
     manager = ensure(KUEUE) / "manager"
-    with images._locked():
-        base = images.ensure_base()
-        digest = hashlib.sha256(f"kueue v1\0{tag()}\0{images.image_id(base)}\0".encode())
+    with podman._locked():
+        base = podman.ensure_base()
+        digest = hashlib.sha256(f"kueue v1\0{tag()}\0{podman.image_id(base)}\0".encode())
         digest.update(CONTAINERFILE.encode())
         digest.update(hashlib.sha256(manager.read_bytes()).digest())
         key = digest.hexdigest()
@@ -73,14 +71,14 @@ def build_image() -> images.BuiltImage:
                 (Path(context) / "manager").write_bytes(manager.read_bytes())
                 (Path(context) / "manager").chmod(0o755)
                 (Path(context) / "Containerfile").write_text(CONTAINERFILE.format(base=base))
-                images._podman(
+                podman._podman(
                     "build", "--file", str(Path(context) / "Containerfile"), "--pull=never",
-                    "--network=none", *images.ULIMITS, "--tag", tag(), context,
-                    log=images.images_dir() / "logs" / "build-kueue.log",
+                    "--network=none", *podman.ULIMITS, "--tag", tag(), context,
+                    log=podman.images_dir() / "logs" / "build-kueue.log",
                 )  # fmt: skip
 
-        built = images.stamped_build("kueue", key, tag(), run_build)
-        return images.BuiltImage((tag(),), built, images.archive(built))
+        built = podman.stamped_build("kueue", key, tag(), run_build)
+        return podman.BuiltImage((tag(),), built, podman.archive(built))
 
 
 def configuration(extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -113,6 +111,28 @@ def chart_values(extra: dict[str, Any] | None = None) -> dict[str, Any]:
         },
         "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(configuration(extra))},
     }
+
+
+class Node(Protocol):
+    """A node of the cluster that Kueue's image is imported into (`nodes.node.Node`)."""
+
+    def import_images(self, archives: list[Path]) -> None: ...
+
+
+class Cluster(Protocol):
+    """What Kueue is installed on (`cluster.Cluster`): kubectl and helm on it, and its node
+    here, or None where the cluster is elsewhere (kind) and pulls its images itself."""
+
+    @property
+    def node(self) -> Node | None: ...
+
+    def kubectl(
+        self, *args: str, check: bool = True, input: str | None = None
+    ) -> subprocess.CompletedProcess[str]: ...
+
+    def helm(self, *args: str) -> subprocess.CompletedProcess[str]: ...
+
+    def get(self, *args: str) -> dict[str, Any]: ...
 
 
 def install(cluster: Cluster, extra: dict[str, Any] | None = None, timeout: float = 300) -> None:
@@ -264,7 +284,7 @@ def condition(workload: dict[str, Any], type_: str) -> dict[str, Any]:
 
 
 def _main() -> int:
-    return images.build_command(lambda: [build_image()])
+    return podman.build_command(lambda: [build_image()])
 
 
 if __name__ == "__main__":

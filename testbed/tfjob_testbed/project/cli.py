@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tfjob_testbed.paths import ROOT
+from tfjob_testbed.core.paths import ROOT
 
 
 def cli_env(kubeconfig: Path) -> dict[str, str]:

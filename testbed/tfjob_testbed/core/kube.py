@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import kubernetes
 import yaml
 
-from tfjob_testbed.jobs import container_status
+from tfjob_testbed.core.jobs import container_status
 
 T = TypeVar("T")
 
