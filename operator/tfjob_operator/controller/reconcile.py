@@ -29,7 +29,6 @@ from tfjob_operator.controller.apply import (
     apply_children,
     converge,
     counts_wait,
-    edited_meanwhile,
     label_pods,
     post_events,
     restart_pods,
@@ -46,6 +45,7 @@ from tfjob_operator.rules import status as st
 from tfjob_operator.rules.gang import Gang
 from tfjob_operator.rules.kueue.queue import Queueing, QueueView, queue_label_patch
 from tfjob_operator.rules.lifecycle import Decision, JobView, decide
+from tfjob_operator.rules.offline_edits import edited_meanwhile
 from tfjob_operator.rules.pods import PodObservation, observe
 from tfjob_operator.rules.statefulsets import StatefulSetObservation
 
