@@ -28,7 +28,7 @@ CALL = 1000  # steps per tf.function call
 
 
 def _shapes(model: str, hidden: int) -> list[list[int]]:
-    """Variable shapes of the trainer's models (tfjob_trainer.model.mnist.build_model)."""
+    """Variable shapes of the trainer's models (tfjob_trainer.model.builtin_models.build_model)."""
     if model == "mlp":
         return [[784, hidden], [hidden], [hidden, 10], [10]]
     return [[3, 3, 1, 32], [32], [3, 3, 32, 64], [64], [1600, 128], [128], [128, 10], [10]]
@@ -90,7 +90,7 @@ def raw(model: str, hidden: int, batch: int, steps: int, optimizer: str = "sgd")
 
 
 def fit(model: str, hidden: int, batch: int, steps: int, optimizer: str = "adam") -> float:
-    from tfjob_trainer.model.mnist import build_model
+    from tfjob_trainer.model.builtin_models import build_model
 
     x = np.random.default_rng(0).random((EXAMPLES, 784), dtype=np.float32)
     y = np.random.default_rng(1).integers(0, 10, EXAMPLES)

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tfjob_trainer.runtime.exits import EXIT_PEER_LOST
+from tfjob_trainer.runtime.exit_codes import EXIT_PEER_LOST
 
 LOST = re.compile(
     r"ERROR worker:\d lost a peer \(.+\): synchronous training needs every worker, "

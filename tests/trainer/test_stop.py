@@ -14,7 +14,7 @@ import pytest
 
 from tfjob_protocol.stop import EXIT_STOPPED, saved_step
 from tfjob_testbed.project.launcher import Job
-from tfjob_trainer.runtime.exits import EXIT_PEER_LOST
+from tfjob_trainer.runtime.exit_codes import EXIT_PEER_LOST
 
 USERPKG = Path(__file__).parent / "userpkg"
 TARGET = 1500

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tfjob_testbed.core.paths import ROOT
-from tfjob_trainer.runtime.exits import EXIT_CONFIG
+from tfjob_trainer.runtime.exit_codes import EXIT_CONFIG
 
 USERPKG = Path(__file__).parent / "userpkg"
 MODEL = "--model=toyproject.models:regression"

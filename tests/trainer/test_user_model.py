@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 from tfjob_testbed.project.launcher import details, scalars
-from tfjob_trainer.runtime.exits import EXIT_PEER_LOST
+from tfjob_trainer.runtime.exit_codes import EXIT_PEER_LOST
 
 USERPKG = Path(__file__).parent / "userpkg"
 USER = [

@@ -24,8 +24,8 @@ from tfjob_protocol.local import ENV_LOCAL_PARENT
 from tfjob_protocol.result import Result
 
 from . import STARTED, TaskFailed, UsageError, config, options
-from .output.result import line
-from .runtime.exits import EXIT_CONFIG, EXIT_PEER_LOST, exit_now
+from .output.task_result import line
+from .runtime.exit_codes import EXIT_CONFIG, EXIT_PEER_LOST, exit_now
 from .runtime.stopping import STOP, leave
 from .strategies import registry
 

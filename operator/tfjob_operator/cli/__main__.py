@@ -1,5 +1,5 @@
 import sys
 
-from tfjob_operator.cli.main import main
+from tfjob_operator.cli.commands import main
 
 sys.exit(main())

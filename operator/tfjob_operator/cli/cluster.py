@@ -1,7 +1,7 @@
 """`tfjob submit | logs | get | scale | tensorboard | delete`: TFJobs on a cluster, with the look
 of `tfjob run`: replica-prefixed logs, the same summary, an exit code that says how it went. Each
-command is a module of its own (submit.py, get.py, logs.py, scale.py, delete.py, tensorboard.py);
-this one is what they share.
+command is a module of its own (submit.py, get.py, logs.py, scale.py, delete.py,
+tensorboard_forward.py); this one is what they share.
 
 It connects as kubectl does: $KUBECONFIG (or ~/.kube/config) with its current context, or
 `--context`; in a pod, the service account. Every failure is one line on stderr and exit 1

@@ -17,10 +17,8 @@ from tfjob_operator.controller import metrics
 from tfjob_operator.controller.client import Kube, NotLeader
 from tfjob_operator.controller.jobstate import JobKey, JobState, Written
 from tfjob_operator.controller.projections import job_record
-from tfjob_operator.rules import naming
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.lifecycle import Decision
-from tfjob_operator.rules.statefulsets import StatefulSetObservation
 
 log = logging.getLogger(__name__)
 
@@ -75,23 +73,6 @@ def apply_children(
         if generation is not None:
             generations[name] = generation
     return generations
-
-
-def edited_meanwhile(
-    children: list[dict[str, Any]], seen: Collection[StatefulSetObservation]
-) -> set[tuple[str, str]]:
-    """The StatefulSets among `children`, as (kind, name), that differ from the ones the
-    operator last applied, as their `naming.ANNOTATION_BUILT` says: after a start, those of a
-    job edited while the operator was away. Their fields, as created, are to be owned as
-    applied (`Kube.apply`'s `changed`), or a field the edit dropped would stay."""
-    last = {s.name: s.built for s in seen if s.built}  # "": made before the stamp
-    return {
-        ("StatefulSet", name)
-        for c in children
-        if c["kind"] == "StatefulSet"
-        and (name := c["metadata"]["name"]) in last
-        and c["metadata"].get("annotations", {}).get(naming.ANNOTATION_BUILT) != last[name]
-    }
 
 
 def converge(kube: Kube, namespace: str, decision: Decision) -> None:

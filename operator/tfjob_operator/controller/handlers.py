@@ -31,12 +31,12 @@ from tfjob_operator.controller.client import (
     configure_client,
     uses_kubeconfig,
 )
-from tfjob_operator.controller.config import OperatorConfig
 from tfjob_operator.controller.jobstate import JobKey
 from tfjob_operator.controller.leader import LeaderElector
 from tfjob_operator.controller.projections import index_record
 from tfjob_operator.controller.ratelimit import TokenBucket
 from tfjob_operator.controller.reconcile import Reconciler
+from tfjob_operator.controller.settings import OperatorConfig
 from tfjob_operator.controller.workqueue import Work, WorkQueue
 from tfjob_operator.rules import naming
 from tfjob_operator.rules.gang import Gang

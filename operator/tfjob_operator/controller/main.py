@@ -8,9 +8,9 @@ import os
 
 from tfjob_operator.api import rbac
 from tfjob_operator.api.spec import GROUP, GROUPS
-from tfjob_operator.controller.config import LeaderElection, OperatorConfig
 from tfjob_operator.controller.leader import Timing, default_identity, default_namespace
 from tfjob_operator.controller.ratelimit import DEFAULT_BURST, DEFAULT_QPS
+from tfjob_operator.controller.settings import LeaderElection, OperatorConfig
 from tfjob_operator.rules.gang import Gang, Scheduler
 from tfjob_operator.rules.kueue.queue import Queueing
 

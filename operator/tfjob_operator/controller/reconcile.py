@@ -29,7 +29,6 @@ from tfjob_operator.controller.apply import (
     apply_children,
     converge,
     counts_wait,
-    edited_meanwhile,
     label_pods,
     post_events,
     restart_pods,
@@ -44,8 +43,9 @@ from tfjob_operator.controller.workqueue import RetryableError
 from tfjob_operator.rules import handover
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.gang import Gang
-from tfjob_operator.rules.kueue.queue import Queueing, queue_label_patch
+from tfjob_operator.rules.kueue.queue import Queueing, QueueView, queue_label_patch
 from tfjob_operator.rules.lifecycle import Decision, JobView, decide
+from tfjob_operator.rules.offline_edits import edited_meanwhile
 from tfjob_operator.rules.pods import PodObservation, observe
 from tfjob_operator.rules.statefulsets import StatefulSetObservation
 
@@ -197,6 +197,35 @@ class Reconciler:
         job.view = (stamp, view.without_built())
         return view
 
+    def _decide(
+        self,
+        view: JobView,
+        observed: list[PodObservation],
+        sets: list[StatefulSetObservation],
+        now: datetime,
+        queue: QueueView | None,
+        *,
+        create_failures: Mapping[str, str] | None = None,
+        error: str | None = None,
+        departed: Collection[PodObservation] = (),
+        applied: Mapping[str, int] | None = None,
+    ) -> Decision:
+        """The one place a reconcile decides: what is seen of the job, with the operator's
+        cluster domain and gang scheduler."""
+        return decide(
+            view,
+            observed,
+            now,
+            self.cluster_domain,
+            statefulsets=sets,
+            create_failures=create_failures,
+            error=error,
+            gang=self.gang,
+            queue=queue,
+            departed=departed,
+            applied=applied,
+        )
+
     async def __call__(self, key: JobKey) -> float | None:
         if not self.kube.may_write():
             return None  # a standby, or a leader whose Lease has run out: not ours to touch
@@ -253,16 +282,13 @@ class Reconciler:
         body = self._current_body(key)
         if body is None:
             return
-        view = self._view(key, body)
-        decision = decide(
-            view,
-            self.pods.get(key, []),
+        decision = self._decide(
+            self._view(key, body),
+            list(self.pods.get(key, [])),
+            list(self.statefulsets.get(key, [])),
             datetime.now(UTC),
-            self.cluster_domain,
-            statefulsets=list(self.statefulsets.get(key, [])),
+            self._job(key).queue,
             error=message[:500],
-            gang=self.gang,
-            queue=self._job(key).queue,
             applied=self._job(key).generations,
         )
         try:
@@ -285,30 +311,21 @@ class Reconciler:
         await self._kueue_ownership(key, body, job, sets, observed)
         queue = await self.workloads.queue_view(job, key, body, view)
         failures, recheck = await self.failed_creates.check(job, key, view, observed, sets)
-        decision = decide(
+        decision = self._decide(
             view,
             observed,
+            sets,
             now,
-            self.cluster_domain,
-            statefulsets=sets,
+            queue,
             create_failures=failures,
-            gang=self.gang,
-            queue=queue,
             departed=departed,
             applied=job.generations,
         )
 
         def refused(problem: str) -> Decision:
             # The decision again, for a spec Kubernetes refused a child of.
-            return decide(
-                view.refused(problem),
-                observed,
-                now,
-                self.cluster_domain,
-                statefulsets=sets,
-                gang=self.gang,
-                queue=queue,
-                departed=departed,
+            return self._decide(
+                view.refused(problem), observed, sets, now, queue, departed=departed
             )
 
         # A new job: nothing applied yet, no StatefulSet seen, no condition written.

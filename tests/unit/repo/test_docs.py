@@ -4,7 +4,9 @@ Relative links in README.md and docs/*.md must name a file of this checkout, and
 into a Markdown file must name one of its headings (GitHub's slug). External http(s) links are
 checked for their shape only (no network). docs/index.md lists every page of docs/, and every
 page can be reached from README.md. docs/architecture.md's generated region is what
-docs/architecture.py makes of the repo today.
+docs/architecture.py makes of the repo today; its module map names each module in its own
+folder's row, by full path, and its tests/unit/ row says exactly which modules have a test at
+the mirrored path.
 """
 
 from __future__ import annotations
@@ -253,19 +255,141 @@ def test_architecture_picture_is_current() -> None:
     )
 
 
-def test_module_map_names_every_module() -> None:
-    """The module map in docs/architecture.md matches the tree: every module of the operator,
-    the trainer and the protocol package is named in it, with its folder."""
+# The packages the module map names module by module, and where their unit tests mirror them.
+PACKAGES = {
+    "operator/tfjob_operator": "tests/unit/operator",
+    "trainer/tfjob_trainer": "tests/unit/trainer",
+    "protocol/tfjob_protocol": "tests/unit/protocol",
+}
+MAP_LABEL = 29  # the module map's first column: the folder a row is about
+MAP_MODULE = re.compile(r"(?<![\w/.])\w+\.py\b")
+
+
+def _module_map() -> list[tuple[str, str]]:
+    """The module map's rows, as (folder, text): a top-level folder (`trainer/tfjob_trainer/`),
+    or one inside the last top-level one, its path joined to it (`  rules/kueue/` under
+    `operator/tfjob_operator/`); a row's text continues on the lines indented to the column."""
     page = (DOCS / "architecture.md").read_text()
-    start = page.index("## Module map")
-    end = page.find("\n## ", start + 1)
-    section = page[start : end if end != -1 else len(page)]
-    unnamed = []
-    for package in ("operator/tfjob_operator", "trainer/tfjob_trainer", "protocol/tfjob_protocol"):
-        for path in sorted((ROOT / package).rglob("*.py")):
-            if path.name == "__init__.py" or "__pycache__" in path.parts:
-                continue
-            folders = path.relative_to(ROOT / package).parts[:-1]
-            if path.name not in section or any(f"{f}/" not in section for f in folders):
-                unnamed.append(path.relative_to(ROOT).as_posix())
-    assert not unnamed, f"docs/architecture.md's module map does not name: {unnamed}"
+    start = page.index("```\n", page.index("## Module map")) + 4
+    block = page[start : page.index("\n```", start)]
+    rows: list[tuple[str, list[str]]] = []
+    top = ""
+    for line in block.splitlines():
+        label, text = line[:MAP_LABEL], line[MAP_LABEL:].strip()
+        if not label.strip():
+            rows[-1][1].append(text)
+            continue
+        folder = label.strip()
+        if label.startswith("  "):
+            folder = top + folder
+        else:
+            top = folder
+        rows.append((folder, [text]))
+    return [(folder, " ".join(parts)) for folder, parts in rows]
+
+
+def _named_at_top(text: str) -> list[str]:
+    """The modules a row names itself: file names outside parentheses (those describe), and
+    not part of a longer path."""
+    depth, outside = 0, []
+    for c in text:
+        depth += c == "("
+        outside.append(c if depth == 0 else " ")
+        depth -= c == ")" and depth > 0
+    return MAP_MODULE.findall("".join(outside))
+
+
+def _modules() -> list[str]:
+    """Every module of the three packages, by its path in the repo (`__init__.py` aside)."""
+    return [
+        path.relative_to(ROOT).as_posix()
+        for package in PACKAGES
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if path.name != "__init__.py" and "__pycache__" not in path.parts
+    ]
+
+
+def _mirror(module: str) -> str:
+    """Where a module's own unit test sits: `operator/tfjob_operator/rules/kueue/queue.py`'s is
+    `tests/unit/operator/rules/kueue/test_queue.py`, a `__main__.py`'s `test_main.py`."""
+    package = next(p for p in PACKAGES if module.startswith(p + "/"))
+    folder, _, name = module[len(package) + 1 :].rpartition("/")
+    test = "test_" + name.removesuffix(".py").strip("_") + ".py"
+    return "/".join(x for x in (PACKAGES[package], folder, test) if x)
+
+
+def test_module_map_names_every_module() -> None:
+    """The module map in docs/architecture.md matches the tree, by full path: every module of
+    the operator, the trainer and the protocol package is named in the row of its own folder,
+    and every module the map names exists there."""
+    named = {
+        f"{folder}{name}"
+        for folder, text in _module_map()
+        if any(folder.startswith(p + "/") for p in PACKAGES)
+        for name in _named_at_top(text)
+    }
+    modules = set(_modules())
+    assert not modules - named, (
+        f"docs/architecture.md's module map does not name, in its folder's row: "
+        f"{sorted(modules - named)}"
+    )
+    assert not named - modules, (
+        f"docs/architecture.md's module map names no such module: {sorted(named - modules)}"
+    )
+
+
+def test_module_map_parser() -> None:
+    assert _named_at_top("a.py (b.py, see data/c.py) · d.py: e/f.py") == ["a.py", "d.py"]
+    assert _named_at_top("__main__.py (x (y.py)) · z.py") == ["__main__.py", "z.py"]
+    assert _mirror("operator/tfjob_operator/rules/kueue/queue.py") == (
+        "tests/unit/operator/rules/kueue/test_queue.py"
+    )
+    assert _mirror("trainer/tfjob_trainer/__main__.py") == "tests/unit/trainer/test_main.py"
+    assert _mirror("protocol/tfjob_protocol/stop.py") == "tests/unit/protocol/test_stop.py"
+
+
+def _unit_tests_row() -> str:
+    return " ".join(text for folder, text in _module_map() if folder == "tests/unit/")
+
+
+def test_unit_tests_mirror_the_modules_as_the_map_says() -> None:
+    """The map's tests/unit/ row says where a module's own test sits (its path, mirrored), in
+    which folders every module has one, and which tests are named for a scenario instead. Each
+    claim is checked by full path, and the folders it lists are exactly those fully mirrored."""
+    row = _unit_tests_row()
+    listed = re.search(r"Every module has one in these folders \([^)]*\): (.+?)\. ", row)
+    assert listed, "the tests/unit/ row no longer says in which folders every module has a test"
+    claimed = {f.strip() for f in listed.group(1).split("·")}
+    scenario = re.search(r"Tests named for a scenario, not a module: (.+)$", row)
+    assert scenario, "the tests/unit/ row no longer names the tests named for a scenario"
+    scenarios = {f"tests/unit/{t.strip()}" for t in scenario.group(1).split("·")}
+
+    folders: dict[str, list[str]] = {}
+    for module in _modules():
+        test = _mirror(module)
+        folders.setdefault(test.rpartition("/")[0].removeprefix("tests/unit/") + "/", []).append(
+            test
+        )
+    mirrored = {f for f, tests in folders.items() if all((ROOT / t).is_file() for t in tests)}
+    assert claimed <= set(folders), f"no such folder of modules: {sorted(claimed - set(folders))}"
+    unmirrored = {t for f in claimed for t in folders[f] if not (ROOT / t).is_file()}
+    assert not unmirrored, f"modules said to have a mirrored test lack it: {sorted(unmirrored)}"
+    assert claimed == mirrored, (
+        "docs/architecture.md's tests/unit/ row should list exactly the folders where every "
+        f"module has its mirrored test: {sorted(mirrored)}"
+    )
+
+    # Every unit test of the packages is a module's, at its mirrored path, or named for a
+    # scenario in the row.
+    mirrors = {_mirror(m) for m in _modules()}
+    tests = {
+        path.relative_to(ROOT).as_posix()
+        for where in PACKAGES.values()
+        for path in (ROOT / where).rglob("test_*.py")
+    }
+    stray = tests - mirrors - scenarios
+    assert not stray, (
+        f"unit tests at no module's mirrored path, nor named as scenarios: {sorted(stray)}"
+    )
+    gone = scenarios - tests
+    assert not gone, f"the tests/unit/ row names tests that do not exist: {sorted(gone)}"

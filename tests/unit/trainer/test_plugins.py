@@ -147,6 +147,6 @@ def test_a_function_that_cannot_be_called_as_given_is_refused(spec, given, posit
 @pytest.mark.parametrize("name", sorted(plugins.BUILTIN_MODELS))
 def test_the_built_in_models_are_at_their_public_path(name):
     """`--model mlp` is `tfjob_trainer.model:mlp`, a path users may name themselves."""
-    from tfjob_trainer.model import mnist
+    from tfjob_trainer.model import builtin_models
 
-    assert plugins.load("model", plugins.BUILTIN_MODELS[name]) is getattr(mnist, name)
+    assert plugins.load("model", plugins.BUILTIN_MODELS[name]) is getattr(builtin_models, name)

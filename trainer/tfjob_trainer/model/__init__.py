@@ -2,6 +2,6 @@
 
 # `--model mlp` means `tfjob_trainer.model:mlp`, a path users may name too: the built-in models
 # are two users of the `--model` interface.
-from .mnist import cnn, mlp
+from .builtin_models import cnn, mlp
 
 __all__ = ["cnn", "mlp"]

@@ -1,5 +1,5 @@
 """The model a TF2 strategy trains: built by a `--model` function (the built-in MNIST ones are
-two of them, in `mnist`), compiled by it or by `--loss`, with its optimizer built before a
+two of them, in `builtin_models`), compiled by it or by `--loss`, with its optimizer built before a
 checkpoint restores the optimizer's slots.
 """
 

@@ -21,9 +21,9 @@ import tensorflow as tf
 from .. import UsageError, plugins
 from ..data.mnist import Files, read_test
 from ..options import Options
-from . import metrics
+from . import batch_metrics as compiled
+from .batch_metrics import BatchMetrics, check_batch
 from .build import build, build_optimizer, model_plugin
-from .metrics import BatchMetrics, check_batch
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +169,7 @@ def evaluate(opts: Options, t: Trainable, files: Files | None) -> dict[str, floa
     x, _ = sample_batch(opts, files, "eval-input")  # builds it; no training pipeline to fill
     local(x, training=False)
     local.set_weights([np.asarray(w) for w in t.model.get_weights()])
-    return metrics.evaluate(local, batches)
+    return compiled.evaluate(local, batches)
 
 
 def named(names: list[str], values: tuple[Any, ...]) -> dict[str, float]:

@@ -32,7 +32,7 @@ def save(model: keras.Model, export_dir: Path) -> Path:
 def to_keras(weights: Path, kind: str, hidden_units: int) -> Path:
     """The model.keras beside `weights`. Keras is imported only here, after the `__main__`
     block below has quieted TensorFlow's start-up logging."""
-    from ..model.mnist import build_model
+    from ..model.builtin_models import build_model
 
     model = build_model(kind, hidden_units)
     with np.load(weights) as arrays:

@@ -30,7 +30,7 @@ from typing import Any, NoReturn
 
 from tfjob_protocol import stop as protocol
 
-from .exits import exit_now
+from .exit_codes import exit_now
 
 log = logging.getLogger("tfjob_trainer")
 

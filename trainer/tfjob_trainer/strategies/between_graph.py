@@ -7,7 +7,8 @@ asynchronous (each worker applies its gradients as they come), or with `--sync` 
 `SyncReplicasOptimizer`. The chief initializes or restores the variables, saves TF1 checkpoints
 (written by the chief itself, so only the chief needs the checkpoint volume), logs and writes
 TensorBoard scalars. At the end it measures test accuracy with the graph and exports the weights
-as `<export-dir>/weights.npz`, in the order `model.mnist.build_model(kind).set_weights` takes.
+as `<export-dir>/weights.npz`, in the order
+`model.builtin_models.build_model(kind).set_weights` takes.
 Keras 3 does not run in graph mode and eager cannot come back once disabled, so a fresh process
 (`output/keras_export.py`) turns those weights into `<export-dir>/model.keras`, as the other modes
 export.
@@ -36,8 +37,8 @@ from .. import STARTED
 from ..config import TRAINER_TYPES, Task
 from ..data.mnist import IMAGE_BYTES, Files, read_test
 from ..options import Options
-from ..output import keras_export, result, summaries
-from ..output.progress import Progress
+from ..output import keras_export, summaries, task_result
+from ..output.progress_log import Progress
 from ..runtime import threads
 from ..runtime.serving import serve_until_stopped
 from ..runtime.stopping import STOP, leave, wait_for_chief
@@ -71,7 +72,8 @@ def build_model(
     kind: str, x: tf.Tensor, hidden_units: int = 500
 ) -> tuple[tf.Tensor, list[tf.Variable]]:
     """Logits and the weights in Keras `get_weights` order, so the export loads into
-    `model.mnist.build_model(kind, hidden_units)` (Keras 3 itself does not run in graph mode)."""
+    `model.builtin_models.build_model(kind, hidden_units)` (Keras 3 itself does not run in
+    graph mode)."""
     weights: list[tf.Variable] = []
     glorot = v1.glorot_uniform_initializer()
 
@@ -379,7 +381,7 @@ def train(
         # Async, the chief's loop can end on another worker's update (StopAtStepHook reads the
         # global step after each run): the step its closing checkpoint holds is the job's.
         current = max(current, _step_of(checkpoint))
-    return result.trained(
+    return task_result.trained(
         "between-graph-sync" if opts.sync else "between-graph",
         steps=current,
         trained_steps=max(current - start, 0),

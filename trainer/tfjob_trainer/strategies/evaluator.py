@@ -18,9 +18,9 @@ from tfjob_protocol.result import Result
 
 from ..config import Task
 from ..data.mnist import Files
-from ..model import metrics, trainable
+from ..model import batch_metrics, trainable
 from ..options import Options
-from ..output import result, summaries
+from ..output import summaries, task_result
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ def run(opts: Options, files: Files | None, task: Task | None) -> Result:
 
     def evaluate(path: str) -> int:
         checkpoint.restore(path).expect_partial()
-        scores = metrics.evaluate(t.model, batches)
+        scores = batch_metrics.evaluate(t.model, batches)
         at = int(step.numpy())
         with writer.as_default(step=at):
             for name, value in scores.items():
@@ -62,7 +62,7 @@ def run(opts: Options, files: Files | None, task: Task | None) -> Result:
     if not evaluated or evaluated[-1][0] < opts.steps:
         raise TimeoutError(f"no checkpoint of step {opts.steps} within {opts.eval_timeout:.0f}s")
     at, scores = evaluated[-1]
-    return result.evaluated(steps=at, evaluation=scores, evaluations=len(evaluated))
+    return task_result.evaluated(steps=at, evaluation=scores, evaluations=len(evaluated))
 
 
 def line(scores: dict[str, float]) -> str:

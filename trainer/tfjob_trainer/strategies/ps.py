@@ -26,11 +26,11 @@ from ..data import inputs
 from ..data.mnist import Files
 from ..model import trainable
 from ..options import Options
-from ..output import keras_export, result, summaries
+from ..output import keras_export, summaries, task_result
 from ..output.checkpoints import Checkpoints
-from ..output.progress import Progress
+from ..output.progress_log import Progress
 from ..runtime import memory, stall, threads
-from ..runtime.exits import EXIT_PEER_LOST, exit_now
+from ..runtime.exit_codes import EXIT_PEER_LOST, exit_now
 from ..runtime.serving import serve_until_stopped
 from ..runtime.stopping import STOP, leave
 
@@ -288,7 +288,7 @@ def coordinate(
     # Freeing the per-worker iterators and functions sends remote deletes that can take
     # seconds; the process exits right after the result line, so keep them until then.
     _HELD.extend([iterator, train_steps, model, optimizer, ckpts])
-    return result.trained(
+    return task_result.trained(
         "parameter-server",
         steps=final,
         trained_steps=trained,

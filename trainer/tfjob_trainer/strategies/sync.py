@@ -22,9 +22,9 @@ from ..data.mnist import Files
 from ..model import trainable
 from ..model.trainable import StepFn, StepOut
 from ..options import Options
-from ..output import keras_export, result, summaries
+from ..output import keras_export, summaries, task_result
 from ..output.checkpoints import Checkpoints
-from ..output.progress import Progress
+from ..output.progress_log import Progress
 from ..runtime.stopping import STOP, leave
 
 log = logging.getLogger(__name__)
@@ -200,7 +200,7 @@ def train(
         log.info("already trained to step %d; nothing to do", start_step)
     export_path = keras_export.save(model, opts.export_dir if is_chief else save_dir / "export")
     evaluation = trainable.evaluate(opts, t, files) if is_chief else None
-    return result.trained(
+    return task_result.trained(
         name,
         steps=current,
         trained_steps=current - start_step,

@@ -10,9 +10,9 @@ PodsReady condition and marks the Workload Finished. The fields follow Kueue's v
 
 One module a question: queue.py (which LocalQueue and priority a job has; the view the rules
 get) · workload.py (the Workload built from the spec, and when it is stale) · admission.py (what
-Kueue's admission says, read back: flavors, placements) · status.py (the Workload's status the
-operator writes) · messages.py (what the job says while Kueue holds it). This module holds the
-names on the wire, which all of them and the controller use.
+Kueue's admission says, read back: flavors, placements) · workload_status.py (the Workload's
+status the operator writes) · messages.py (what the job says while Kueue holds it). This module
+holds the names on the wire, which all of them and the controller use.
 """
 
 from __future__ import annotations

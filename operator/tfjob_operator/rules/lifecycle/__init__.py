@@ -16,7 +16,7 @@ Which file answers which question:
 - `limits`: where are successPolicy, backoffLimit, activeDeadlineSeconds, cleanPodPolicy and
   ttlSecondsAfterFinished enforced?
 - `progress`: what does a running job become next: its verdict, Restarting or Running?
-- `admission`: may the job run now: suspend, and Kueue's queue, eviction and Workload?
+- `suspension`: may the job run now: suspend, and Kueue's queue, eviction and Workload?
 - `waiting`: which pods cannot start, and why? (`status.waiting` and its Events)
 - `owned`: which children to make, delete or label?
 - `restart`: which pods must go for a new template to reach them, all at once?

@@ -17,13 +17,6 @@ from tfjob_operator.rules.gang import Gang, ignored_fields
 from tfjob_operator.rules.kueue.admission import Placement
 from tfjob_operator.rules.kueue.queue import QueueView
 from tfjob_operator.rules.kueue.workload import WorkloadDecision
-from tfjob_operator.rules.lifecycle.admission import (
-    admission,
-    resumed,
-    stopped,
-    wanted_workload,
-    workload_decision,
-)
 from tfjob_operator.rules.lifecycle.change import Change, Condition, apply, put
 from tfjob_operator.rules.lifecycle.exits import (
     account_exits,
@@ -37,6 +30,13 @@ from tfjob_operator.rules.lifecycle.owned import owned, tensorboard_status
 from tfjob_operator.rules.lifecycle.progress import advance
 from tfjob_operator.rules.lifecycle.restart import restart, restarting
 from tfjob_operator.rules.lifecycle.stops import last_stop, stop_events
+from tfjob_operator.rules.lifecycle.suspension import (
+    admission,
+    resumed,
+    stopped,
+    wanted_workload,
+    workload_decision,
+)
 from tfjob_operator.rules.lifecycle.view import FINAL, JobView
 from tfjob_operator.rules.lifecycle.waiting import waiting, waiting_events, waiting_for_kueue
 from tfjob_operator.rules.pods import PodObservation

@@ -7,7 +7,7 @@ import pytest
 
 from tfjob_operator.api.spec import ReplicaType as RT
 from tfjob_operator.cli.cluster import EXIT_FAILED, EXIT_USAGE, CliError
-from tfjob_operator.cli.main import build_parser
+from tfjob_operator.cli.commands import build_parser
 from tfjob_operator.cli.scale import describe, scale_patch
 from tfjob_testbed.core.jobs import tfjob
 

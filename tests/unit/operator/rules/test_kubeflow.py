@@ -180,13 +180,15 @@ def test_managed_by_is_a_domain_prefixed_path(value):
         parse_spec(spec)
 
 
-@pytest.mark.parametrize("module", ["tfjob_operator.controller.main", "tfjob_operator.cli.main"])
+@pytest.mark.parametrize(
+    "module", ["tfjob_operator.controller.main", "tfjob_operator.cli.commands"]
+)
 def test_an_unknown_api_group_from_the_environment_is_refused(module, monkeypatch, capsys):
     import importlib
 
     monkeypatch.setenv("TFJOB_API_GROUP", "kubeflow.com")
     main = importlib.import_module(module).main
     with pytest.raises(SystemExit) as exit_:
-        main(["get"] if module.endswith("cli.main") else [])
+        main(["get"] if module.endswith("cli.commands") else [])
     assert exit_.value.code == 2
     assert "kubeflow.org" in capsys.readouterr().err

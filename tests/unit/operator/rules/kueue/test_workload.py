@@ -708,7 +708,7 @@ NOT_READY = "Not all pods are ready or succeeded"
 def test_pods_ready_is_kueues_after_an_eviction(conditions, pods_ready, active_pods, expected):
     from datetime import UTC, datetime
 
-    from tfjob_operator.rules.kueue.status import workload_status
+    from tfjob_operator.rules.kueue.workload_status import workload_status
 
     conds = [kq.cond(*c) for c in conditions]
     admitted = any(c[0] == "Admitted" for c in conditions)

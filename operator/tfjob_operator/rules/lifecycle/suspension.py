@@ -17,7 +17,6 @@ from tfjob_operator.rules.kueue.messages import (
     waiting_message,
 )
 from tfjob_operator.rules.kueue.queue import QueueView
-from tfjob_operator.rules.kueue.status import workload_status
 from tfjob_operator.rules.kueue.workload import (
     WorkloadDecision,
     podsets,
@@ -25,6 +24,7 @@ from tfjob_operator.rules.kueue.workload import (
     workload,
     workload_update,
 )
+from tfjob_operator.rules.kueue.workload_status import workload_status
 from tfjob_operator.rules.lifecycle.change import Change, Condition
 from tfjob_operator.rules.lifecycle.observation import Observation
 

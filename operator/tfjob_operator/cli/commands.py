@@ -120,7 +120,7 @@ def run_cluster_command(args: argparse.Namespace) -> int:
     from tfjob_operator.cli.logs import logs
     from tfjob_operator.cli.scale import scale
     from tfjob_operator.cli.submit import submit
-    from tfjob_operator.cli.tensorboard import tensorboard
+    from tfjob_operator.cli.tensorboard_forward import tensorboard
 
     try:
         cluster = Cluster.connect(args.namespace, args.context, args.api_group)

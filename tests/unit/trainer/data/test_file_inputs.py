@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from tfjob_trainer import UsageError
-from tfjob_trainer.data import datadir
+from tfjob_trainer.data import file_inputs
 
 
 def context(pipelines: int = 2, index: int = 0) -> tf.distribute.InputContext:
@@ -65,10 +65,10 @@ def test_every_pipeline_reads_its_own_share_and_together_all(
 ):
     per_file = 6
     everything = write_tfrecords(tmp_path, n_files, per_file)
-    paths = datadir.files(tmp_path, "*.tfrecord")
-    caplog.set_level(logging.INFO, logger="tfjob_trainer.data.datadir")
+    paths = file_inputs.files(tmp_path, "*.tfrecord")
+    caplog.set_level(logging.INFO, logger="tfjob_trainer.data.file_inputs")
     shares = [
-        ids(datadir.sharded(context(pipelines, i), paths, tf.data.TFRecordDataset, seed=1))
+        ids(file_inputs.sharded(context(pipelines, i), paths, tf.data.TFRecordDataset, seed=1))
         for i in range(pipelines)
     ]
     seen = [i for share in shares for i in share]
@@ -85,8 +85,8 @@ def test_every_pipeline_reads_its_own_share_and_together_all(
 
 def test_file_order_changes_from_epoch_to_epoch(tmp_path):
     write_tfrecords(tmp_path, 8, 1)
-    paths = datadir.files(tmp_path, "*.tfrecord")
-    epochs = datadir.sharded(context(1), paths, tf.data.TFRecordDataset, seed=3).repeat(4)
+    paths = file_inputs.files(tmp_path, "*.tfrecord")
+    epochs = file_inputs.sharded(context(1), paths, tf.data.TFRecordDataset, seed=3).repeat(4)
     order = ids(epochs)
     assert len({tuple(order[e * 8 : (e + 1) * 8]) for e in range(4)}) > 1
 
@@ -95,10 +95,10 @@ def test_files_are_sorted_and_double_star_is_recursive(tmp_path):
     for name in ["b/2.csv", "a/deep/1.csv", "0.csv", "skip.txt"]:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("x\n")
-    assert datadir.files(str(tmp_path), "**/*.csv") == [
+    assert file_inputs.files(str(tmp_path), "**/*.csv") == [
         str(tmp_path / n) for n in ["0.csv", "a/deep/1.csv", "b/2.csv"]
     ]
-    assert datadir.files(tmp_path, "*.csv") == [str(tmp_path / "0.csv")]
+    assert file_inputs.files(tmp_path, "*.csv") == [str(tmp_path / "0.csv")]
 
 
 SPEC = "id:int64, x:float32:3, name:string, label:int64"
@@ -120,7 +120,7 @@ def check_batch(features: dict, labels: tf.Tensor, batch: int) -> None:
 )
 def test_tfrecords_round_trip_repeating_forever(tmp_path, compression, suffix):
     write_tfrecords(tmp_path, 2, 5, compression.upper(), suffix)
-    ds = datadir.tfrecords(
+    ds = file_inputs.tfrecords(
         context(2, 1),
         batch_size=2,
         data_dir=str(tmp_path),
@@ -140,7 +140,7 @@ def test_tfrecords_round_trip_repeating_forever(tmp_path, compression, suffix):
 
 def test_one_feature_comes_alone_and_a_label_may_be_declared_apart(tmp_path):
     write_tfrecords(tmp_path, 1, 4)
-    ds = datadir.tfrecords(
+    ds = file_inputs.tfrecords(
         context(1),
         batch_size=4,
         data_dir=str(tmp_path),
@@ -157,7 +157,7 @@ def test_with_a_strategy(tmp_path):
     write_tfrecords(tmp_path, 3, 4)
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     dist = strategy.distribute_datasets_from_function(
-        lambda ctx: datadir.tfrecords(ctx, batch_size=3, data_dir=str(tmp_path), features=SPEC)
+        lambda ctx: file_inputs.tfrecords(ctx, batch_size=3, data_dir=str(tmp_path), features=SPEC)
     )
     features, labels = next(iter(dist))
     check_batch(features, labels, 3)
@@ -174,7 +174,7 @@ def test_csv_round_trip(tmp_path):
         rows = [[i, i + 0.5, i % 2, -i] for i in range(f * 4, f * 4 + 4)]
         write_csv(tmp_path / f"{f}.csv", "a, b,y,c", rows)
     (tmp_path / "1.csv").write_text((tmp_path / "1.csv").read_text() + "\n")  # a blank line
-    ds = datadir.csv(
+    ds = file_inputs.csv(
         context(2, 0), batch_size=3, data_dir=str(tmp_path), label="y", label_dtype="int32"
     )
     batches = list(ds.take(4))  # 12 examples: pipeline 0's file, 3 times
@@ -190,38 +190,38 @@ def test_csv_round_trip(tmp_path):
 
 def test_csv_labels_are_float32_by_default(tmp_path):
     write_csv(tmp_path / "d.csv", "label,x", [[0.25, 1], [0.75, 2]])
-    x, y = next(iter(datadir.csv(context(1), batch_size=2, data_dir=str(tmp_path), shuffle=0)))
+    x, y = next(iter(file_inputs.csv(context(1), batch_size=2, data_dir=str(tmp_path), shuffle=0)))
     assert y.dtype == tf.float32 and sorted(y.numpy()) == [0.25, 0.75] and x.shape == (2, 1)
 
 
 def tfrecords_with(directory: Path, **kwargs) -> None:
     write_tfrecords(directory, 1, 2)
     args = {"batch_size": 2, "data_dir": str(directory), "features": SPEC, **kwargs}
-    datadir.tfrecords(context(1), **args)
+    file_inputs.tfrecords(context(1), **args)
 
 
 def csv_with(directory: Path, second_header: str = "a,b,label", **kwargs) -> None:
     write_csv(directory / "1.csv", "a,b,label", [[1, 2, 3]])
     write_csv(directory / "2.csv", second_header, [[1, 2, 3]])
-    datadir.csv(context(1), batch_size=1, data_dir=str(directory), **kwargs)
+    file_inputs.csv(context(1), batch_size=1, data_dir=str(directory), **kwargs)
 
 
 @pytest.mark.parametrize(
     ("call", "message"),
     [
         (
-            lambda d: datadir.files(None, "*.csv"),
+            lambda d: file_inputs.files(None, "*.csv"),
             "--data-dir (TFJOB_DATA_DIR) is not set: give the directory that holds the input "
             "files ('*.csv')",
         ),
         (
-            lambda d: datadir.files("", "*.csv"),
+            lambda d: file_inputs.files("", "*.csv"),
             "--data-dir (TFJOB_DATA_DIR) is not set: give the directory that holds the input "
             "files ('*.csv')",
         ),
-        (lambda d: datadir.files(d / "nope", "*.csv"), "--data-dir {d}/nope does not exist"),
+        (lambda d: file_inputs.files(d / "nope", "*.csv"), "--data-dir {d}/nope does not exist"),
         (
-            lambda d: datadir.files(d, "*.parquet"),
+            lambda d: file_inputs.files(d, "*.parquet"),
             "no file under --data-dir {d} matches '*.parquet'",
         ),
         (
