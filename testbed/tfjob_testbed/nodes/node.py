@@ -213,6 +213,7 @@ class Node(RealNode):
         reason = missing_prerequisites()
         if reason:
             raise NodeError(reason)
+        self.check_room(archives)
         if (self.dir / "host.json").exists():
             self.log(f"a previous node left state in {self.dir}: tearing it down first")
             teardown(self.dir)

@@ -32,6 +32,7 @@ from tfjob_testbed.controlplane.plane import ControlPlane, log_tail, node_binary
 from tfjob_testbed.core.gobuild import CONTAINERD, ensure
 from tfjob_testbed.core.procs import alive
 from tfjob_testbed.core.tools import ensure_tools
+from tfjob_testbed.nodes.capacity import EVICTION_HARD, host_shortfall
 from tfjob_testbed.nodes.host import NodeError, cgroup_hierarchies, cgroup_tops, run, sysctl_path
 
 BRIDGE = "tfjob0"  # every node's pods' bridge (node 2's inside its network namespace)
@@ -223,12 +224,7 @@ def kubelet_config(
         # No registry: every image is imported, so none may be collected.
         "imageGCHighThresholdPercent": 100,
         "imageGCLowThresholdPercent": 99,
-        "evictionHard": {
-            "memory.available": "100Mi",
-            "nodefs.available": "1%",
-            "nodefs.inodesFree": "1%",
-            "imagefs.available": "1%",
-        },
+        "evictionHard": dict(EVICTION_HARD),
         "serializeImagePulls": False,
         "maxPods": 60,
         # Test speed: a lost node noticed in ~20 s (see NODE_LEASE_DURATION_SECONDS).
@@ -389,6 +385,12 @@ class RealNode:
         self.kubeconfig = kubeconfig
         self.store = store  # containerd's image store, in the cache: images imported once
         self.timings: dict[str, float] = {}
+
+    def check_room(self, archives: list[Path]) -> None:
+        """Stop before starting, with one line, if the host lacks the disk or memory it needs."""
+        reason = host_shortfall(self.dir, self.store, archives)
+        if reason:
+            raise NodeError(f"{self.name}: {reason}")
 
     @property
     def socket(self) -> Path:

@@ -143,6 +143,7 @@ class SecondNode(RealNode):
     def up(self, timeout: float = 600) -> SecondNode:
         """Start it and return once it is Ready with its GPUs advertised and kube-proxy's rules
         written; on failure everything of it is removed again."""
+        self.check_room(self.node.archives)
         started = time.monotonic()
         deadline = started + timeout
         self.dir.mkdir(parents=True, exist_ok=True)
