@@ -6,7 +6,9 @@ two cores. `Reads.get` takes `kubectl get`'s arguments and answers with the JSON
 from __future__ import annotations
 
 import json
+import math
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,6 +101,7 @@ class Reads:
         self.api = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
         self._lock = threading.Lock()
         self._resources: dict[str, list[Resource]] = {}
+        self._discovered = -math.inf  # when, on the monotonic clock
 
     def get(self, *args: str) -> dict[str, Any] | None:
         """`kubectl get ARGS -o json`: the object or list; {} when the object does not exist;
@@ -141,7 +144,8 @@ class Reads:
         """The one resource the name stands for, the core group's first (`events`); None if
         none, or several of other groups (kubectl decides)."""
         with self._lock:
-            if kind not in self._resources:
+            # A name not served yet (a CRD about to be installed) asks again at most each second.
+            if kind not in self._resources and time.monotonic() - self._discovered > 1:
                 self._discover()
             found = self._resources.get(kind, [])
         core = [r for r in found if not r.group]
@@ -165,3 +169,4 @@ class Reads:
                 for name in names_of(group, r):
                     resources.setdefault(name, []).append(resource)
         self._resources = resources
+        self._discovered = time.monotonic()
