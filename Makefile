@@ -58,7 +58,7 @@ unit: venv
 # tests, those marked `smoke` ($(1)) or all of them. Each pass prints its slowest 30 tests.
 PYTEST := $(PY) -m pytest
 define suite
-	$(PYTEST) -n 2 -m "not multiprocess" tests/unit tests/trainer $(PYTEST_ARGS)
+	$(PYTEST) -n auto -m "not multiprocess" tests/unit tests/trainer $(PYTEST_ARGS)
 	$(PYTEST) -m multiprocess tests/trainer $(PYTEST_ARGS)
 	$(PYTEST) tests --ignore=tests/unit --ignore=tests/trainer --ignore=tests/node $(PYTEST_ARGS)
 	TFJOB_KUBERNETES=oldest $(PYTEST) tests/integration $(PYTEST_ARGS)
