@@ -5,7 +5,6 @@ two cores. `Reads.get` takes `kubectl get`'s arguments and answers with the JSON
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 import time
@@ -15,6 +14,8 @@ from typing import Any
 
 import kubernetes
 import urllib3
+
+from tfjob_operator.controller.rest import Rest, path
 
 # `kubectl get` flags with a value, as the API's list parameters.
 _QUERY = {
@@ -37,10 +38,8 @@ class Resource:
     namespaced: bool
 
     def path(self, namespace: str | None, name: str | None) -> str:
-        base = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
-        if self.namespaced and namespace:
-            base += f"/namespaces/{namespace}"
-        return f"{base}/{self.plural}" + (f"/{name}" if name else "")
+        where = namespace if self.namespaced else None
+        return path(self.group, self.version, self.plural, where, name)
 
 
 @dataclass(frozen=True)
@@ -50,7 +49,7 @@ class Query:
     kind: str
     name: str | None
     namespace: str | None
-    params: tuple[tuple[str, str], ...]
+    params: tuple[tuple[str, str], ...]  # at most one of each, as kubectl takes them
 
 
 def parse(args: tuple[str, ...], default_namespace: str = "default") -> Query | None:
@@ -98,7 +97,8 @@ class Reads:
     """Reads through one API client, its discovery refreshed when a name is not found in it."""
 
     def __init__(self, kubeconfig: Path) -> None:
-        self.api = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
+        # The operator's own way to the API server by path (its client, its JSON as dicts).
+        self.rest = Rest(kubernetes.config.new_client_from_config(config_file=str(kubeconfig)))
         self._lock = threading.Lock()
         self._resources: dict[str, list[Resource]] = {}
         self._discovered = -math.inf  # when, on the monotonic clock
@@ -112,32 +112,27 @@ class Reads:
         resource = self._resolve(query.kind)
         if resource is None:
             return None
-        path = resource.path(query.namespace, query.name)
+        url = resource.path(query.namespace, query.name)
         try:
-            return self._json(path, list(query.params))
+            return self._json(url, list(query.params))
         except kubernetes.client.ApiException as e:
             if e.status != 404:
-                raise ReadError(f"GET {path}: {e.status} {e.reason}") from e
+                raise ReadError(f"GET {url}: {e.status} {e.reason}") from e
             return {} if query.name else None
 
     def logs(self, pod: str, namespace: str) -> str:
         """`kubectl logs`: the pod's log, "" while it cannot be read."""
+        url = path("", "v1", "pods", namespace, pod, "log")
         try:
-            return kubernetes.client.CoreV1Api(self.api).read_namespaced_pod_log(
-                pod, namespace, _request_timeout=_TIMEOUT
-            )
+            return self.rest.request("GET", url, timeout=_TIMEOUT).decode(errors="replace")
         except (kubernetes.client.ApiException, urllib3.exceptions.HTTPError):
             return ""
 
-    def _json(self, path: str, query: list[tuple[str, str]]) -> dict[str, Any]:
+    def _json(self, url: str, query: list[tuple[str, str]]) -> dict[str, Any]:
         try:
-            response = self.api.call_api(
-                path, "GET", query_params=query, auth_settings=["BearerToken"],
-                _preload_content=False, _return_http_data_only=True, _request_timeout=_TIMEOUT,
-            )  # fmt: skip
+            body: dict[str, Any] = self.rest.get(url, query=dict(query), timeout=_TIMEOUT)
         except urllib3.exceptions.HTTPError as e:
-            raise ReadError(f"GET {path}: {e}") from e
-        body: dict[str, Any] = json.loads(response.data)
+            raise ReadError(f"GET {url}: {e}") from e
         return body
 
     def _resolve(self, kind: str) -> Resource | None:
@@ -157,9 +152,9 @@ class Reads:
         for group in self._json("/apis", [])["groups"]:
             preferred = group["preferredVersion"]["version"]
             versions.append((group["name"], preferred, f"/apis/{group['name']}/{preferred}"))
-        for group, version, path in versions:
+        for group, version, url in versions:
             try:
-                listed = self._json(path, [])["resources"]
+                listed = self._json(url, [])["resources"]
             except kubernetes.client.ApiException:
                 continue  # an aggregated API that does not answer: kubectl skips it too
             for r in listed:
