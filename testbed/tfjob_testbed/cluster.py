@@ -148,10 +148,12 @@ def start(directory: Path | None = None, nodes: int = 1) -> Cluster:
 @contextlib.contextmanager
 def running(directory: Path | None = None, nodes: int = 1) -> Iterator[Cluster]:
     cluster = start(directory, nodes)
+    node = cluster.node
+    assert node is not None  # start() always brings up the node here
     try:
         yield cluster
     finally:
-        cluster.node.down()
+        node.down()
 
 
 class _Stop(BaseException):

@@ -98,7 +98,7 @@ class Program:
 def _kubernetes_stamps() -> dict[str, str]:
     """The version `--version`, `kubectl version` and the nodes report (a build from a module
     otherwise says v0.0.0-master)."""
-    stamps = {}
+    stamps: dict[str, str] = {}
     for package in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
         stamps |= {
             f"{package}.gitVersion": "{version}",

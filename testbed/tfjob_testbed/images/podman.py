@@ -180,7 +180,7 @@ def build(target: str, tags: Sequence[str]) -> str:
         return built
 
 
-def stamped_build(name: str, key: str, tag: str, run_build: Callable[[], None]) -> str:
+def stamped_build(name: str, key: str, tag: str, run_build: Callable[[], object]) -> str:
     """An image built by `run_build` under `tag`, unless the stamp `<name>.stamp` says the same
     `key` built the image the tag still names; returns its ID. A rebuild drops the image it
     replaced. Call it holding the build lock (`_locked`)."""

@@ -469,8 +469,8 @@ def teardown(directory: Path | None = None) -> None:
         logs.mkdir(parents=True)
         for log in (d / "plane").glob("*.log"):
             shutil.copy(log, logs / log.name)
-    for sub in ("plane", "containerd", "kubelet", "cni", "dns", "volumes", "pids.json"):
-        target = d / sub
+    for entry in ("plane", "containerd", "kubelet", "cni", "dns", "volumes", "pids.json"):
+        target = d / entry
         if target.is_dir():
             shutil.rmtree(target, ignore_errors=True)
         else:

@@ -40,9 +40,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from types import FrameType
-from typing import Any
+from typing import Any, cast
 
 import kubernetes
+import urllib3
 
 PROVISIONER = "tfjob.dev/local-path"
 DEFAULT_DOMAIN = "cluster.local"
@@ -542,7 +543,10 @@ class NodeServices:
 
     def _ensure_storage_class(self, body: Obj) -> None:
         try:
-            self.storage.create_storage_class(body, _preload_content=False)
+            # The client's signature asks for the model; it takes (validates) a dict as well.
+            self.storage.create_storage_class(
+                cast(kubernetes.client.V1StorageClass, body), _preload_content=False
+            )
             log.info(
                 "storage class %s created (%s%s, %s)",
                 body["metadata"]["name"],
@@ -553,7 +557,11 @@ class NodeServices:
         except kubernetes.client.ApiException as e:
             if e.status != 409:
                 raise
-            resp = self.storage.read_storage_class(body["metadata"]["name"], _preload_content=False)
+            # Without preloading, the client returns the raw HTTP response, not the model.
+            resp = cast(
+                urllib3.BaseHTTPResponse,
+                self.storage.read_storage_class(body["metadata"]["name"], _preload_content=False),
+            )
             found = json.loads(resp.data).get("provisioner")
             if found != PROVISIONER:
                 log.info(
@@ -578,7 +586,9 @@ class NodeServices:
         path.mkdir(parents=True, exist_ok=True)
         path.chmod(VOLUME_DIR_MODE)  # mkdir's mode is cut by the umask
         try:
-            self.core.create_persistent_volume(pv, _preload_content=False)
+            self.core.create_persistent_volume(
+                cast(kubernetes.client.V1PersistentVolume, pv), _preload_content=False
+            )
         except kubernetes.client.ApiException as e:
             if e.status == 409:
                 return  # made before a restart; its ADDED event is on the way

@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from tfjob_operator.api.spec import ReplicaType
 from tfjob_operator.rules import tfconfig
-from tfjob_protocol.result import parse_last
+from tfjob_protocol.result import Result, parse_last
 from tfjob_testbed.core.paths import ROOT
 from tfjob_testbed.core.procs import free_ports
 
@@ -45,7 +45,7 @@ class Proc:
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
-    def result(self) -> dict:
+    def result(self) -> Result:
         result = parse_last(self.output())
         assert result is not None, f"{self.name} printed no result line:\n{self.tail()}"
         return result

@@ -52,6 +52,7 @@ class OperatorProcess:
         )
 
         def healthy() -> bool:
+            assert self.proc is not None  # set just above
             if self.proc.poll() is not None:
                 raise AssertionError(f"operator exited {self.proc.returncode}:\n{self.tail()}")
             try:
