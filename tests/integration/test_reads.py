@@ -12,8 +12,8 @@ from tfjob_testbed.core.reads import Reads
 pytestmark = pytest.mark.integration
 
 
-def _names(body: dict) -> list[str]:
-    return sorted(i["metadata"]["name"] for i in body["items"])
+def _names(body: dict) -> list[tuple[str, str, str]]:
+    return sorted((i["apiVersion"], i["kind"], i["metadata"]["name"]) for i in body["items"])
 
 
 def test_reads_answer_as_kubectl_get_does(control_plane, kubectl, crd, ns):
@@ -46,7 +46,9 @@ def test_reads_answer_as_kubectl_get_does(control_plane, kubectl, crd, ns):
         got = reads.get(*args)
         assert got is not None, args
         assert _names(got) == _names(kubectl.get_json(*args)), args
-    assert _names(reads.get("configmaps", "-n", ns, "-l", "team=vision") or {}) == ["one"]
+    assert _names(reads.get("configmaps", "-n", ns, "-l", "team=vision") or {}) == [
+        ("v1", "ConfigMap", "one")
+    ]
     assert reads.get("tfjobs.tfjob.dev", "missing", "-n", ns) == {}
     assert reads.get("pods", "--sort-by", ".metadata.name", "-n", ns) is None
     assert reads.get("no-such-kind", "-n", ns) is None

@@ -36,6 +36,11 @@ class Resource:
     version: str
     plural: str
     namespaced: bool
+    kind: str
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
 
     def path(self, namespace: str | None, name: str | None) -> str:
         where = namespace if self.namespaced else None
@@ -114,11 +119,18 @@ class Reads:
             return None
         url = resource.path(query.namespace, query.name)
         try:
-            return self._json(url, list(query.params))
+            found = self._json(url, list(query.params))
         except kubernetes.client.ApiException as e:
             if e.status != 404:
                 raise ReadError(f"GET {url}: {e.status} {e.reason}") from e
             return {} if query.name else None
+        # The API server leaves a list's items without their kind and apiVersion; kubectl
+        # writes them in.
+        if query.name is None:
+            for item in found.get("items") or ():
+                item.setdefault("kind", resource.kind)
+                item.setdefault("apiVersion", resource.api_version)
+        return found
 
     def logs(self, pod: str, namespace: str) -> str:
         """`kubectl logs`: the pod's log, "" while it cannot be read."""
@@ -160,7 +172,7 @@ class Reads:
             for r in listed:
                 if "/" in r["name"]:
                     continue  # a subresource
-                resource = Resource(group, version, r["name"], r["namespaced"])
+                resource = Resource(group, version, r["name"], r["namespaced"], r["kind"])
                 for name in names_of(group, r):
                     resources.setdefault(name, []).append(resource)
         self._resources = resources

@@ -49,11 +49,11 @@ def test_a_resource_answers_to_every_name_kubectl_takes():
 @pytest.mark.parametrize(
     ("resource", "namespace", "name", "path"),
     [
-        (Resource("", "v1", "pods", True), "ns", "p", "/api/v1/namespaces/ns/pods/p"),
-        (Resource("", "v1", "pods", True), None, None, "/api/v1/pods"),
-        (Resource("", "v1", "nodes", False), "ns", None, "/api/v1/nodes"),
+        (Resource("", "v1", "pods", True, "Pod"), "ns", "p", "/api/v1/namespaces/ns/pods/p"),
+        (Resource("", "v1", "pods", True, "Pod"), None, None, "/api/v1/pods"),
+        (Resource("", "v1", "nodes", False, "Node"), "ns", None, "/api/v1/nodes"),
         (
-            Resource("tfjob.dev", "v1", "tfjobs", True), "ns", "j",
+            Resource("tfjob.dev", "v1", "tfjobs", True, "TFJob"), "ns", "j",
             "/apis/tfjob.dev/v1/namespaces/ns/tfjobs/j",
         ),
     ],
