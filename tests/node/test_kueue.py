@@ -31,6 +31,7 @@ from tests.node.helpers import (
     wait_ended,
     wait_halfway_past_a_checkpoint,
 )
+from tfjob_operator.api.spec import GROUP, PLURAL
 from tfjob_operator.rules import kueue as rules
 from tfjob_operator.rules import status as st
 from tfjob_testbed.addons import kueue
@@ -59,6 +60,8 @@ FAIR_SHARING = {"admissionFairSharing": {"usageHalfLifeTime": "10m", "usageSampl
 RACK = "tfjob.dev/test-rack"
 HOSTNAME = "kubernetes.io/hostname"
 NO_IMAGE = "docker.io/tfjob-operator/no-such-image:0"
+# Kubeflow's release, installed for the run by an earlier module, serves `tfjob` too.
+TFJOBS = f"{PLURAL}.{GROUP}"
 
 
 def create(cluster: Cluster, *bodies: dict[str, Any]) -> None:
@@ -345,7 +348,7 @@ def test_a_suspended_job_gives_its_quota_back_and_queues_again_on_resume(
     assert_figures(cluster, cq, admitted=1, pending=0)
     uid = workload_of(cluster, namespace, "pause")["metadata"]["uid"]
     suspend = json.dumps({"spec": {"runPolicy": {"suspend": True}}})
-    cluster.kubectl("patch", "tfjob", "pause", "-n", namespace, "--type=merge", "-p", suspend)
+    cluster.kubectl("patch", TFJOBS, "pause", "-n", namespace, "--type=merge", "-p", suspend)
     wait_for(lambda: holds(cluster, namespace, "pause", "Evicted"), POD_WAIT, "pause evicted")
     assert_scaled_down(cluster, "pause", namespace)
     wait_for(lambda: job_pods(cluster, namespace, "pause") == [], POD_WAIT, "pause's pods gone")
@@ -354,12 +357,12 @@ def test_a_suspended_job_gives_its_quota_back_and_queues_again_on_resume(
     assert holds(cluster, namespace, "held", "QuotaReserved") is None
     # Resumed: the same Workload, active again, admitted again; the job finishes.
     resume = json.dumps({"spec": {"runPolicy": {"suspend": False}}})
-    cluster.kubectl("patch", "tfjob", "held", "-n", namespace, "--type=merge", "-p", resume)
+    cluster.kubectl("patch", TFJOBS, "held", "-n", namespace, "--type=merge", "-p", resume)
     wait_ended(cluster, "held", namespace)
-    cluster.kubectl("patch", "tfjob", "pause", "-n", namespace, "--type=merge", "-p", resume)
+    cluster.kubectl("patch", TFJOBS, "pause", "-n", namespace, "--type=merge", "-p", resume)
     wait_for(lambda: holds(cluster, namespace, "pause", "PodsReady"), POD_WAIT, "pause again")
     assert workload_of(cluster, namespace, "pause")["metadata"]["uid"] == uid
-    cluster.kubectl("delete", "tfjob", "pause", "-n", namespace)
+    cluster.kubectl("delete", TFJOBS, "pause", "-n", namespace)
     assert_figures(cluster, cq, admitted=0, pending=0)
 
 
@@ -387,8 +390,8 @@ def test_a_priority_change_is_taken_in_place_and_restarts_nothing(
     cluster.kubectl("rollout", "restart", "deployment", "-n", NAMESPACE)
     cluster.kubectl("rollout", "status", "deployment", "-n", NAMESPACE, "--timeout=300s")
     ttl = json.dumps({"spec": {"runPolicy": {"ttlSecondsAfterFinished": 600}}})
-    cluster.kubectl("patch", "tfjob", "prio", "-n", namespace, "--type=merge", "-p", ttl)
-    generation = cluster.get("tfjob", "prio", "-n", namespace)["metadata"]["generation"]
+    cluster.kubectl("patch", TFJOBS, "prio", "-n", namespace, "--type=merge", "-p", ttl)
+    generation = cluster.get(TFJOBS, "prio", "-n", namespace)["metadata"]["generation"]
     wait_for(
         lambda: cluster.tfjob_status("prio", namespace).get("observedGeneration") == generation,
         POD_WAIT,
@@ -400,7 +403,7 @@ def test_a_priority_change_is_taken_in_place_and_restarts_nothing(
     assert job_condition(cluster, namespace, "prio", "Running").get("status") == "True"
     assert cluster.get("pod", "prio-worker-0", "-n", namespace)["metadata"]["uid"] == pod_uid
     assert cluster.tfjob_status("prio", namespace).get("restarts", 0) == 0
-    cluster.kubectl("delete", "tfjob", "prio", "-n", namespace)
+    cluster.kubectl("delete", TFJOBS, "prio", "-n", namespace)
     assert_figures(cluster, cq, admitted=0, pending=0)
 
 
@@ -570,9 +573,9 @@ def test_manage_all_under_a_default_local_queue(
         cluster.apply(small("plain", None), namespace)
         wait_for(
             lambda: (
-                (
-                    cluster.get("tfjob", "plain", "-n", namespace)["metadata"].get("labels") or {}
-                ).get(rules.QUEUE_LABEL)
+                (cluster.get(TFJOBS, "plain", "-n", namespace)["metadata"].get("labels") or {}).get(
+                    rules.QUEUE_LABEL
+                )
                 == "default"
             ),
             POD_WAIT,
