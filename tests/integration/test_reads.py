@@ -8,6 +8,7 @@ import pytest
 
 from tfjob_testbed.core.jobs import tfjob
 from tfjob_testbed.core.reads import Reads
+from tfjob_testbed.sandbox import install_crd
 
 pytestmark = pytest.mark.integration
 
@@ -26,7 +27,7 @@ def test_reads_answer_as_kubectl_get_does(control_plane, kubectl, crd, ns):
     kubectl("create", "configmap", "two", "-n", ns)
     for args in [
         ("tfjobs.tfjob.dev", "readme", "-n", ns),
-        ("tfjob", "readme", "-n", ns),
+        ("tfjob.tfjob.dev", "readme", "-n", ns),
         ("configmap/one", "-n", ns),
         ("crd", "tfjobs.tfjob.dev"),
         ("namespace", ns),
@@ -52,5 +53,9 @@ def test_reads_answer_as_kubectl_get_does(control_plane, kubectl, crd, ns):
     assert reads.get("tfjobs.tfjob.dev", "missing", "-n", ns) == {}
     assert reads.get("pods", "--sort-by", ".metadata.name", "-n", ns) is None
     assert reads.get("no-such-kind", "-n", ns) is None
+    # Where both groups serve `tfjob` (Kubeflow's CRD beside ours), the plain name is kubectl's
+    # to resolve.
+    install_crd(kubectl, "kubeflow.org")
+    assert Reads(control_plane.kubeconfig).get("tfjob", "readme", "-n", ns) is None
     # No kubelet here: a pod's log cannot be read, and says so as "" (kubectl logs' stdout).
     assert reads.logs("no-such-pod", ns) == ""
