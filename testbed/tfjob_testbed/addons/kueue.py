@@ -59,7 +59,7 @@ def build_image() -> podman.BuiltImage:
     """The manager (built from the module, cached) in an image on the bed's base, saved for
     `ctr images import`; nothing is rebuilt while the binary and the base are unchanged."""
     manager = ensure(KUEUE) / "manager"
-    with podman._locked():
+    with podman.locked():
         base = podman.ensure_base()
         digest = hashlib.sha256(f"kueue v1\0{tag()}\0{podman.image_id(base)}\0".encode())
         digest.update(CONTAINERFILE.encode())
@@ -71,7 +71,7 @@ def build_image() -> podman.BuiltImage:
                 (Path(context) / "manager").write_bytes(manager.read_bytes())
                 (Path(context) / "manager").chmod(0o755)
                 (Path(context) / "Containerfile").write_text(CONTAINERFILE.format(base=base))
-                podman._podman(
+                podman.run(
                     "build", "--file", str(Path(context) / "Containerfile"), "--pull=never",
                     "--network=none", *podman.ULIMITS, "--tag", tag(), context,
                     log=podman.images_dir() / "logs" / "build-kueue.log",

@@ -168,8 +168,67 @@ TRAINING_OPERATOR = Program(
     },
     stamps={},
 )
+# What a kind node image holds beside the programs above (tfjob_testbed.kind.nodeimage): kind
+# itself, kubeadm and kubectl, crictl, the CNI plugins kind's base image carries, and the
+# programs behind the images kubeadm and kind start.
+KIND = Program(
+    name="kind",
+    module="sigs.k8s.io/kind",
+    commands={"kind": "sigs.k8s.io/kind"},
+    stamps={},
+)
+KUBERNETES_KIND = Program(
+    name="kubernetes-kind",
+    module="k8s.io/kubernetes",
+    commands={name: _KUBE + name for name in ("kubeadm", "kubectl")},
+    stamps=_kubernetes_stamps(),
+)
+CRI_TOOLS = Program(
+    name="cri-tools",
+    module="sigs.k8s.io/cri-tools",
+    commands={"crictl": "sigs.k8s.io/cri-tools/cmd/crictl"},
+    stamps={"sigs.k8s.io/cri-tools/pkg/version.Version": "{version}"},
+)
+_CNI = "github.com/containernetworking/plugins/plugins/"
+CNI_PLUGINS = Program(
+    name="cni-plugins",
+    module="github.com/containernetworking/plugins",
+    commands={
+        "host-local": _CNI + "ipam/host-local",
+        "loopback": _CNI + "main/loopback",
+        "ptp": _CNI + "main/ptp",
+        "portmap": _CNI + "meta/portmap",
+    },
+    stamps={},
+)
+COREDNS = Program(
+    name="coredns",
+    module="github.com/coredns/coredns",
+    commands={"coredns": "github.com/coredns/coredns"},
+    stamps={},
+)
+LOCAL_PATH_PROVISIONER = Program(
+    name="local-path-provisioner",
+    module="github.com/rancher/local-path-provisioner",
+    commands={"local-path-provisioner": "github.com/rancher/local-path-provisioner"},
+    stamps={},
+)
 PROGRAMS = {
-    p.name: p for p in (KUBERNETES, ETCD, CONTAINERD, KUBERNETES_OLDEST, KUEUE, TRAINING_OPERATOR)
+    p.name: p
+    for p in (
+        KUBERNETES,
+        ETCD,
+        CONTAINERD,
+        KUBERNETES_OLDEST,
+        KUEUE,
+        KIND,
+        KUBERNETES_KIND,
+        CRI_TOOLS,
+        CNI_PLUGINS,
+        COREDNS,
+        LOCAL_PATH_PROVISIONER,
+        TRAINING_OPERATOR,
+    )
 }
 # What the tests stand on, built by `make setup`; the benchmarks' peer is built when they first
 # need it (`make bench`), not by every new machine.

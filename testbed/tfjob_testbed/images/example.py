@@ -52,13 +52,13 @@ def build() -> podman.BuiltImage:
     """Build the example image on the trainer image (building that first if needed), cached,
     and save it to an archive for `ctr images import`."""
     trainer_tags = podman.image_tags()["trainer"]
-    with podman._locked():
+    with podman.locked():
         trainer_id = podman.build("trainer", trainer_tags)
         built = podman.stamped_build(
             NAME,
             build_key(trainer_id),
             tag(),
-            lambda: podman._podman(
+            lambda: podman.run(
                 "build",
                 "--file", str(EXAMPLE / "Dockerfile"),
                 # The tag, not the ID: podman resolves it in its own storage, --pull=never.

@@ -129,13 +129,13 @@ def image_tags() -> dict[str, tuple[str, ...]]:
 
 def image_id(image: str) -> str:
     """The full image ID (sha256 hex, no prefix) that `image` (a tag or an ID) names now."""
-    done = _podman("image", "inspect", "--format", "{{.Id}}", image)
+    done = run("image", "inspect", "--format", "{{.Id}}", image)
     return done.stdout.strip()
 
 
 def ensure_base() -> str:
     """Make and import the stand-in base once; return its name for --build-arg BASE_IMAGE."""
-    with _locked():
+    with locked():
         return _ensure_base()
 
 
@@ -146,13 +146,13 @@ def build(target: str, tags: Sequence[str]) -> str:
     Dockerfile, the base image) and the tags still name the image built last time, podman is not
     run at all: even a fully cached build re-copies the trainer's 1.5 GB venv to check its cache.
     """
-    with _locked():
+    with locked():
         base = _ensure_base()
         stamp = images_dir() / f"{target}.stamp"
         key = _build_key(target, tags, image_id(base))
         stamped_key, _, stamped_id = (stamp.read_text() if stamp.exists() else "").partition(" ")
         stamped_id = stamped_id.strip()
-        if stamped_key == key and all(_podman_quiet_id(tag) == stamped_id for tag in tags):
+        if stamped_key == key and all(_quiet_id(tag) == stamped_id for tag in tags):
             return stamped_id
         cmd = [
             "build",
@@ -172,7 +172,7 @@ def build(target: str, tags: Sequence[str]) -> str:
         ]
         for tag in tags:
             cmd += ["--tag", tag]
-        _podman(*cmd, str(ROOT), log=images_dir() / "logs" / f"build-{target}.log")
+        run(*cmd, str(ROOT), log=images_dir() / "logs" / f"build-{target}.log")
         built = image_id(tags[0])
         stamp.write_text(f"{key} {built}\n")
         if stamped_id and stamped_id != built:
@@ -183,11 +183,11 @@ def build(target: str, tags: Sequence[str]) -> str:
 def stamped_build(name: str, key: str, tag: str, run_build: Callable[[], object]) -> str:
     """An image built by `run_build` under `tag`, unless the stamp `<name>.stamp` says the same
     `key` built the image the tag still names; returns its ID. A rebuild drops the image it
-    replaced. Call it holding the build lock (`_locked`)."""
+    replaced. Call it holding the build lock (`locked`)."""
     stamp = images_dir() / f"{name}.stamp"
     stamped_key, _, stamped_id = (stamp.read_text() if stamp.exists() else "").partition(" ")
     stamped_id = stamped_id.strip()
-    if stamped_key == key and _podman_quiet_id(tag) == stamped_id:
+    if stamped_key == key and _quiet_id(tag) == stamped_id:
         return stamped_id
     run_build()
     built = image_id(tag)
@@ -204,13 +204,13 @@ def archive(image: str) -> Path:
     unchanged; older archives of the same name are removed. It is written from an OCI layout
     under images_dir()/oci that podman updates with the layers it lacks (_save_layout).
     """
-    with _locked():
+    with locked():
         return _archive(image)
 
 
 def build_all() -> list[BuiltImage]:
     """Build the operator and trainer images (cached) and save each to an archive."""
-    with _locked():
+    with locked():
         built = []
         for target, tags in image_tags().items():
             built_id = build(target, tags)
@@ -225,7 +225,7 @@ _depth = 0
 
 
 @contextlib.contextmanager
-def _locked() -> Iterator[None]:
+def locked() -> Iterator[None]:
     """One build at a time across processes (a file lock); re-entrant within this process."""
     global _depth
     with _thread_lock:
@@ -246,7 +246,7 @@ def _locked() -> Iterator[None]:
                 _depth = 0
 
 
-def _podman(*args: str, log: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run(*args: str, log: Path | None = None) -> subprocess.CompletedProcess[str]:
     """Run podman with the private storage; raise ImageError with the output tail on failure.
 
     With `log`, the output goes there as it comes (a cold build runs for minutes: tail it).
@@ -380,13 +380,13 @@ def _ensure_base() -> str:
     recipe = _recipe_hash()
     stamped = stamp.read_text().split() if stamp.exists() else []
     if stamped[:1] == [recipe] and rootfs_tar.exists():
-        current = _podman_quiet_id(BASE_IMAGE)
+        current = _quiet_id(BASE_IMAGE)
         if current is not None and stamped[1:] == [current]:
             return BASE_IMAGE
     else:
         _debootstrap(rootfs_tar)
     changes = [arg for change in BASE_CHANGES for arg in ("--change", change)]
-    _podman("import", *changes, str(rootfs_tar), BASE_IMAGE)
+    run("import", *changes, str(rootfs_tar), BASE_IMAGE)
     stamp.write_text(f"{recipe} {image_id(BASE_IMAGE)}\n")
     return BASE_IMAGE
 
@@ -406,7 +406,7 @@ def _drop_untagged(old_id: str) -> None:
         subprocess.run([*podman_command(), "rmi", old_id], capture_output=True)
 
 
-def _podman_quiet_id(image: str) -> str | None:
+def _quiet_id(image: str) -> str | None:
     done = subprocess.run(
         [*podman_command(), "image", "inspect", "--format", "{{.Id}}", image],
         capture_output=True,
@@ -417,38 +417,43 @@ def _podman_quiet_id(image: str) -> str | None:
 
 def _debootstrap(rootfs_tar: Path) -> None:
     """A minimal bookworm with Debian's Python 3.11, `python` on PATH and no apt caches."""
-    log = images_dir() / "logs" / "debootstrap.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=images_dir(), prefix="rootfs-") as tmp:
         rootfs = Path(tmp) / "rootfs"
-        cmd = [
-            "debootstrap",
-            "--variant=minbase",
-            f"--include={BASE_PACKAGES}",
-            BASE_SUITE,
-            str(rootfs),
-            _mirror(),
-        ]
-        with log.open("w") as out:
-            done = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT)
-        if done.returncode != 0:
-            tail = "\n".join(log.read_text().splitlines()[-30:])
-            raise ImageError(f"{' '.join(cmd)} exited {done.returncode}:\n{tail}")
+        debootstrap(rootfs, BASE_PACKAGES, "debootstrap")
         (rootfs / "usr/local/bin/python").symlink_to("/usr/bin/python3")
-        subprocess.run(["chroot", str(rootfs), "apt-get", "clean"], check=True)
-        for leftover in (rootfs / "var/lib/apt/lists").glob("*_*"):
-            leftover.unlink()
-        partial = rootfs_tar.with_suffix(".tar.partial")
-        # debootstrap leaves device nodes in /dev: the runtime provides its own.
-        excludes = ["--exclude=./dev/*", "--exclude=./proc/*", "--exclude=./sys/*"]
-        tar = ["tar", "-C", str(rootfs), "--numeric-owner", *excludes]
-        subprocess.run([*tar, "-cf", str(partial), "."], check=True)
-        partial.replace(rootfs_tar)
+        tar_rootfs(rootfs, rootfs_tar)
+
+
+def debootstrap(rootfs: Path, packages: str, name: str) -> None:
+    """A minimal bookworm with `packages` (comma-separated) from the host's mirror, and no apt
+    caches; its log is images_dir()/logs/<name>.log."""
+    log = images_dir() / "logs" / f"{name}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    cmd = ["debootstrap", "--variant=minbase", f"--include={packages}", BASE_SUITE,
+           str(rootfs), _mirror()]  # fmt: skip
+    with log.open("w") as out:
+        done = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT)
+    if done.returncode != 0:
+        tail = "\n".join(log.read_text().splitlines()[-30:])
+        raise ImageError(f"{' '.join(cmd)} exited {done.returncode}:\n{tail}")
+    subprocess.run(["chroot", str(rootfs), "apt-get", "clean"], check=True)
+    for leftover in (rootfs / "var/lib/apt/lists").glob("*_*"):
+        leftover.unlink()
+
+
+def tar_rootfs(rootfs: Path, rootfs_tar: Path) -> None:
+    """The rootfs as a tar for `podman import`, written whole or not at all."""
+    partial = rootfs_tar.with_suffix(".tar.partial")
+    # debootstrap leaves device nodes in /dev: the runtime provides its own.
+    excludes = ["--exclude=./dev/*", "--exclude=./proc/*", "--exclude=./sys/*"]
+    tar = ["tar", "-C", str(rootfs), "--numeric-owner", "--xattrs", *excludes]
+    subprocess.run([*tar, "-cf", str(partial), "."], check=True)
+    partial.replace(rootfs_tar)
 
 
 def _archive(image: str) -> Path:
     full_id = image_id(image)
-    names = _podman("image", "inspect", "--format", "{{range .RepoTags}}{{.}}\n{{end}}", full_id)
+    names = run("image", "inspect", "--format", "{{range .RepoTags}}{{.}}\n{{end}}", full_id)
     tags = [t for t in names.stdout.split() if t]
     if not tags:
         raise ImageError(f"{image}: no tag to save it under")
@@ -478,11 +483,11 @@ def _save_layout(full_id: str, layout: Path) -> dict:
     save = ("save", "--uncompressed", "--format", "oci-dir", "--output", str(layout), full_id)
     layout.parent.mkdir(parents=True, exist_ok=True)
     try:
-        _podman(*save)
+        run(*save)
         descriptor, manifest = _layout_manifest(layout, full_id)
     except (ImageError, OSError, ValueError, KeyError):
         shutil.rmtree(layout, ignore_errors=True)  # a broken layout: make it again, whole
-        _podman(*save)
+        run(*save)
         descriptor, manifest = _layout_manifest(layout, full_id)
     partial = layout / "index.json.partial"
     partial.write_text(json.dumps({"schemaVersion": 2, "manifests": [descriptor]}))

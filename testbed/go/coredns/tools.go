@@ -1,0 +1,7 @@
+//go:build tools
+
+package tools
+
+import (
+	_ "github.com/coredns/coredns"
+)

@@ -1,0 +1,8 @@
+//go:build tools
+
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kubeadm"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)
