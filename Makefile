@@ -14,7 +14,7 @@ help:
 	@echo "make up     - a local kube-apiserver + controller-manager with the CRD, for trying things"
 	@echo "make generate - regenerate the CRD and RBAC manifests (manifests/, the chart)"
 	@echo "make bench  - benchmarks on the real control plane and the real node (the last one needs root)"
-	@echo "make e2e    - build both images and run them on a kind cluster (needs docker, kind, kubectl, helm)"
+	@echo "make e2e    - a kind cluster (docker, or podman here), the chart, every node test on it"
 	@echo "make images - build both images here with podman, on a local Debian base (root; cached)"
 	@echo "make cluster - a real cluster here (NODES=2: two nodes; KUEUE=1: with Kueue), the operator installed by helm (root; Ctrl-C ends)"
 	@echo "make cluster-down - remove what make cluster set up, even after a crash"
@@ -54,15 +54,18 @@ unit: venv
 # The suite in passes, each its own pytest run, so that one pass's control plane is gone before
 # the next starts: the unit and one-process trainer tests on both cores; the multi-process
 # trainer tests one at a time; the API-server, image and packaging tests on the newest
-# Kubernetes release, then the API-server tests on the oldest claimed; last the real node's
-# tests, those marked `smoke` ($(1)) or all of them. Each pass prints its slowest 30 tests.
+# Kubernetes release, then the API-server tests on the oldest claimed; then the real node's
+# tests, and last kind's (a kind cluster made here, tests/node run on it): those marked `smoke`
+# ($(1)) or all of them. Each pass prints its slowest 30 tests.
 PYTEST := $(PY) -m pytest
 define suite
 	$(PYTEST) -n auto -m "not multiprocess" tests/unit tests/trainer $(PYTEST_ARGS)
 	$(PYTEST) -m multiprocess tests/trainer $(PYTEST_ARGS)
-	$(PYTEST) tests --ignore=tests/unit --ignore=tests/trainer --ignore=tests/node $(PYTEST_ARGS)
+	$(PYTEST) tests --ignore=tests/unit --ignore=tests/trainer --ignore=tests/node \
+		--ignore=tests/e2e $(PYTEST_ARGS)
 	TFJOB_KUBERNETES=oldest $(PYTEST) tests/integration $(PYTEST_ARGS)
 	$(PYTEST) tests/node $(1) $(PYTEST_ARGS)
+	$(PYTEST) tests/e2e $(1) $(PYTEST_ARGS)
 endef
 
 test: setup lint
@@ -85,7 +88,7 @@ bench: setup
 	$(PY) benchmarks/status_latency.py
 	$(PY) benchmarks/startup.py
 
-e2e: venv
+e2e: setup
 	bash tests/e2e/kind.sh
 
 images: venv

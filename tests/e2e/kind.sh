@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# End-to-end on kind: build both images, run the operator from its Helm chart, then run the same
-# end-to-end checks as on the real node (tests/node: the examples train to Succeeded, a pod or
-# the operator's pod deleted mid-job, a cordoned node, a failing worker...).
+# End-to-end on kind: a kind cluster, both images loaded, the operator from its Helm chart, then
+# the same end-to-end checks as on the real node (tests/node: the examples train to Succeeded, a
+# pod or the operator's pod deleted mid-job, a cordoned node, a failing worker, Kueue...).
 #
-#   tests/e2e/kind.sh            # needs docker (running), kind, kubectl, helm
-#   tests/e2e/kind.sh --check    # only say whether it can run here
+#   tests/e2e/kind.sh            # docker running: kind's docker provider and kindest/node;
+#                                # else podman as root: kind's podman provider and a node image
+#                                # the test bed assembles (tfjob_testbed.kind)
+#   tests/e2e/kind.sh --check    # only say whether it can run here, and how
 #
-# Env: KEEP_CLUSTER=1 keeps the cluster; KIND_NODE_IMAGE picks the node image (Kubernetes 1.28+);
-# CLUSTER (tfjob-e2e), TAG (the chart's appVersion), PYTHON (.venv/bin/python, with the
-# project's test dependencies). It never touches your kubeconfig: kubectl and helm use a private
-# one.
+# Env: KEEP_CLUSTER=1 keeps the cluster; KIND_NODE_IMAGE picks the node image with docker
+# (Kubernetes 1.28+); KIND_TESTS (tests/node) what pytest runs; CLUSTER (tfjob-e2e), TAG (the
+# chart's appVersion), PYTHON (.venv/bin/python, with the project's test dependencies). It never
+# touches your kubeconfig: kubectl and helm use a private one.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -19,6 +21,7 @@ TAG=${TAG:-$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' charts/tfj
 PYTHON=${PYTHON:-.venv/bin/python}
 KEEP_CLUSTER=${KEEP_CLUSTER:-0}
 KIND_NODE_IMAGE=${KIND_NODE_IMAGE:-}
+KIND_TESTS=${KIND_TESTS:-tests/node}
 OPERATOR_IMAGE=tfjob-operator/operator:$TAG
 TRAINER_IMAGE=tfjob-operator/trainer:$TAG
 
@@ -28,19 +31,52 @@ die() {
   exit 1
 }
 
-missing=""
-for tool in docker kind kubectl helm; do
-  command -v "$tool" >/dev/null 2>&1 || missing="$missing, $tool"
-done
-if command -v docker >/dev/null 2>&1 && ! docker info >/dev/null 2>&1; then
-  missing="$missing, a running docker daemon"
-fi
-if [ -n "$missing" ]; then
-  echo "SKIP: kind e2e needs docker, kind, kubectl and helm (missing: ${missing#, })"
+if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
+  provider=docker
+elif command -v podman >/dev/null 2>&1 && [ "$(id -u)" = 0 ] &&
+  "$PYTHON" -c 'import tfjob_testbed' >/dev/null 2>&1; then
+  provider=podman
+else
+  echo "SKIP: kind e2e needs a running docker daemon, or podman as root with the test bed (make venv)"
   exit 0
 fi
+if [ "$provider" = docker ]; then
+  missing=""
+  for tool in kind kubectl helm; do
+    command -v "$tool" >/dev/null 2>&1 || missing="$missing, $tool"
+  done
+  if [ -n "$missing" ]; then
+    echo "SKIP: kind e2e with docker needs kind, kubectl and helm (missing: ${missing#, })"
+    exit 0
+  fi
+fi
 if [ "${1:-}" = --check ]; then
-  echo "ready: docker, kind, kubectl and helm are here"
+  echo "ready: kind on $provider"
+  exit 0
+fi
+
+if [ "$provider" = podman ]; then
+  # The bed builds kind, the node image and both images, makes the cluster, installs the chart,
+  # and on the way out deletes it and checks that nothing of it is left.
+  finish_bed() {
+    local rc=$?
+    if [ "$KEEP_CLUSTER" = 1 ]; then
+      log "keeping kind cluster $CLUSTER (kubeconfig: ${kubeconfig:-none}); delete it with: $PYTHON -m tfjob_testbed.kind.cluster down --name $CLUSTER"
+    elif ! "$PYTHON" -m tfjob_testbed.kind.cluster down --name "$CLUSTER"; then
+      rc=1
+    fi
+    if [ "$rc" -eq 0 ]; then log "PASS: kind e2e (podman)"; fi
+    exit "$rc"
+  }
+  trap finish_bed EXIT
+  log "kind cluster $CLUSTER on podman, node image assembled by the test bed"
+  addons=--addons
+  case "$KIND_TESTS" in *::*) addons="" ;; esac
+  kubeconfig=$("$PYTHON" -m tfjob_testbed.kind.cluster up --name "$CLUSTER" $addons)
+  log "end-to-end checks: pytest $KIND_TESTS"
+  set -f # KIND_TESTS may name several tests, and [params] are not globs
+  # shellcheck disable=SC2086
+  TFJOB_E2E_KUBECONFIG="$kubeconfig" "$PYTHON" -m pytest $KIND_TESTS -v -p no:cacheprovider
   exit 0
 fi
 
@@ -122,5 +158,7 @@ kubectl patch node "$node" --subresource=status --type=merge \
 
 # The same end-to-end checks as on the real node (tests/node), through this cluster's kubeconfig;
 # the tests that inject faults on the real node's host skip here.
-log "end-to-end checks: pytest tests/node"
-TFJOB_E2E_KUBECONFIG="$KUBECONFIG" "$PYTHON" -m pytest tests/node -v -p no:cacheprovider
+log "end-to-end checks: pytest $KIND_TESTS"
+set -f # KIND_TESTS may name several tests, and [params] are not globs
+# shellcheck disable=SC2086
+TFJOB_E2E_KUBECONFIG="$KUBECONFIG" "$PYTHON" -m pytest $KIND_TESTS -v -p no:cacheprovider

@@ -19,6 +19,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -27,10 +28,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tfjob_testbed.addons import kueue
 from tfjob_testbed.cluster import CHART, NAMESPACE, RELEASE, Cluster
 from tfjob_testbed.core.paths import cache_dir
 from tfjob_testbed.core.tools import ensure_tools
-from tfjob_testbed.images import podman
+from tfjob_testbed.images import example, podman
 from tfjob_testbed.kind import nodeimage, parts
 
 DEFAULT_NAME = "tfjob-e2e"
@@ -125,15 +127,20 @@ class KindCluster:
         return subprocess.run(["podman", *args], capture_output=True, text=True,
                               env=provider_env())  # fmt: skip
 
-    def up(self) -> Cluster:
-        """Node image, cluster, images, chart: returns once the operator is Available."""
+    def up(self, addons: bool = False) -> Cluster:
+        """Node image, cluster, images, chart: returns once the operator is Available. With
+        `addons`, the images the node tests install beside it (Kueue's, the user-model
+        example's) are loaded too: no registry serves them."""
         t0 = time.monotonic()
         image = nodeimage.build()
         built = podman.build_all()
+        if addons:
+            built += [kueue.build_image(), example.build()]
         self.timings["node image and project images"] = time.monotonic() - t0
+        kind_dir().mkdir(parents=True, exist_ok=True)
         if not MODULES.exists():
-            MODULES.mkdir()
             (kind_dir() / f"{self.name}.made-lib-modules").touch()
+            MODULES.mkdir()
         config = kind_dir() / f"{self.name}.yaml"
         config.write_text(
             parts.cluster_config(
@@ -209,10 +216,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tfjob_testbed.kind.cluster")
     parser.add_argument("action", choices=("up", "down"))
     parser.add_argument("--name", default=DEFAULT_NAME)
+    parser.add_argument(
+        "--addons", action="store_true", help="load Kueue's and the user-model example's images"
+    )
     args = parser.parse_args(argv)
     kind = KindCluster(args.name)
     if args.action == "up":
-        kind.up()
+        # Progress to stderr: stdout is the kubeconfig's path alone, for scripts.
+        with contextlib.redirect_stdout(sys.stderr):
+            kind.up(addons=args.addons)
         for what, seconds in kind.timings.items():
             print(f"{what}: {seconds:.1f} s", file=sys.stderr)
         print(kind.kubeconfig)

@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tfjob_testbed.core import gobuild
+from tfjob_testbed.core.pause import compile_pause
 from tfjob_testbed.images import podman
 from tfjob_testbed.kind import parts
 
@@ -73,7 +74,7 @@ def kind_binary() -> Path:
 def build() -> str:
     """The node image, built unless the stamp says the same inputs built the image it names."""
     started = time.monotonic()
-    bins = {}
+    bins: dict[str, Path] = {}
     for program in PROGRAMS:
         directory = gobuild.ensure(program)
         bins |= {command: directory / command for command in program.commands}
@@ -98,7 +99,7 @@ def build() -> str:
         tools = _tools_image()
         with tempfile.TemporaryDirectory(dir=podman.images_dir(), prefix="kind-") as tmp:
             work = Path(tmp)
-            bins["pause"] = _pause(work)
+            bins["pause"] = compile_pause(work / "pause")
             ids = [_component(c, bins, tools, work) for c in wanted]
             key = _node_key(ids, bins, kind_src)
             tag = node_image()
@@ -149,16 +150,6 @@ def _tools_image() -> str:
 
     podman.stamped_build("kind-tools", _digest("tools v1", packages), TOOLS_IMAGE, make)
     return TOOLS_IMAGE
-
-
-def _pause(work: Path) -> Path:
-    """pause, compiled static from the Kubernetes module's source, as its Makefile does."""
-    source = gobuild.module_source(gobuild.KUBERNETES, "build/pause/linux/pause.c")
-    out = work / "pause"
-    version = f"-DVERSION=v{gobuild.KUBERNETES.version()}-bed"
-    subprocess.run(["gcc", "-Os", "-Wall", "-Werror", "-static", version, "-o", str(out),
-                    str(source)], check=True)  # fmt: skip
-    return out
 
 
 def _component(component: parts.Component, bins: dict[str, Path], tools: str, work: Path) -> str:

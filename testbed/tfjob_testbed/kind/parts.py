@@ -135,25 +135,26 @@ def go_string_constants(source: str) -> dict[str, str]:
     while i < len(tokens):
         if tokens[i] == ("ident", "const") and i + 2 < len(tokens) and tokens[i + 2] == ("op", "="):
             name, i = tokens[i + 1][1], i + 3
-            parts: list[str] | None = []
+            pieces: list[str] = []
+            resolved = True
             while i < len(tokens):
                 kind, text = tokens[i]
                 if kind == "raw":
-                    parts.append(text[1:-1])
+                    pieces.append(text[1:-1])
                 elif kind == "str":
-                    parts.append(json.loads(text))
+                    pieces.append(json.loads(text))
                 elif kind == "ident" and text in consts:
-                    parts.append(consts[text])
+                    pieces.append(consts[text])
                 else:
-                    parts = None
+                    resolved = False
                     break
                 if i + 1 < len(tokens) and tokens[i + 1] == ("op", "+"):
                     i += 2
                     continue
                 i += 1
                 break
-            if parts is not None:
-                consts[name] = "".join(parts)
+            if resolved:
+                consts[name] = "".join(pieces)
         else:
             i += 1
     return consts

@@ -40,6 +40,7 @@ from typing import Any
 from tfjob_testbed.controlplane.plane import ControlPlane
 from tfjob_testbed.core.gobuild import CONTAINERD, KUBERNETES, ensure, module_source
 from tfjob_testbed.core.paths import cache_dir
+from tfjob_testbed.core.pause import compile_pause
 from tfjob_testbed.core.procs import alive, terminate
 from tfjob_testbed.nodes import second_node
 from tfjob_testbed.nodes.host import NodeError, cgroup_tops, is_mount_point, mounts_under, run
@@ -144,12 +145,7 @@ def pause_archive(directory: Path) -> Path:
     if out.exists():
         return out
     directory.mkdir(parents=True, exist_ok=True)
-    source = kubernetes_source("build/pause/linux/pause.c")
-    (directory / "pause.c").write_bytes(source.read_bytes())
-    binary = directory / "pause"
-    run("gcc", "-Os", "-static", "-DVERSION=v3.10.2-tfjob", "-o", str(binary),
-        str(directory / "pause.c"))  # fmt: skip
-    run("strip", str(binary))
+    binary = compile_pause(directory / "pause")
     layer = io.BytesIO()
     with tarfile.open(fileobj=layer, mode="w") as tar:
         info = tar.gettarinfo(str(binary), arcname="pause")
