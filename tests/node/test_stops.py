@@ -35,7 +35,6 @@ from tests.node.helpers import (
 from tfjob_protocol.stop import EXIT_STOPPED
 from tfjob_testbed.cluster import Cluster
 from tfjob_testbed.core.kube import wait_for
-from tfjob_testbed.nodes.node import NODE_NAME
 from tfjob_testbed.project.cli import tfjob_cli
 
 pytestmark = pytest.mark.node
@@ -158,6 +157,8 @@ def test_the_chiefs_pod_deleted_by_hand_loses_no_step(cluster: Cluster, namespac
 
 def test_every_other_stop_on_request_loses_no_step(cluster: Cluster, namespace: str) -> None:
     run = start(cluster, namespace, TARGET)
+    # The node the job runs on: the real node's, or kind's.
+    node_name = pod(cluster, CHIEF, namespace)["spec"]["nodeName"]
 
     def patch(body: dict[str, Any]) -> None:
         cluster.kubectl("patch", "tfjob", JOB, "-n", namespace, "--type=merge",
@@ -165,12 +166,12 @@ def test_every_other_stop_on_request_loses_no_step(cluster: Cluster, namespace: 
 
     def drain(selector: str) -> Callable[[], None]:
         return lambda: cluster.kubectl(
-            "drain", NODE_NAME, f"--pod-selector={selector}", "--ignore-daemonsets",
+            "drain", node_name, f"--pod-selector={selector}", "--ignore-daemonsets",
             "--delete-emptydir-data", "--timeout=120s",
         )  # fmt: skip
 
     def uncordon() -> None:
-        cluster.kubectl("uncordon", NODE_NAME)
+        cluster.kubectl("uncordon", node_name)
 
     def suspend(value: bool) -> Callable[[], None]:
         return lambda: patch({"spec": {"runPolicy": {"suspend": value}}})

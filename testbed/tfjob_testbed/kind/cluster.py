@@ -192,7 +192,7 @@ class KindCluster:
 
     def leftovers(self) -> list[str]:
         """What kind or the bed made for this cluster and left: containers, volumes, kind's
-        network, /lib/modules, mounts of the node's storage, network namespaces."""
+        network and its iptables rules, /lib/modules, mounts of the node's storage."""
         found = []
         label = f"io.x-k8s.kind.cluster={self.name}"
         containers = self.podman("ps", "-a", "--format", "{{.Names}}", "--filter", f"label={label}")
@@ -202,6 +202,10 @@ class KindCluster:
         found += [f"volume {v}" for v in volumes.stdout.split()]
         if self.podman("network", "exists", NETWORK).returncode == 0:
             found.append(f"podman network {NETWORK}")
+        else:  # podman's CNI rules for the network's containers (its shared chains stay)
+            rules = subprocess.run(["iptables-save"], capture_output=True, text=True).stdout
+            tagged = f'name: \\"{NETWORK}\\"'
+            found += [f"iptables {r}" for r in rules.splitlines() if tagged in r]
         if (kind_dir() / f"{self.name}.made-lib-modules").exists():
             found.append(str(MODULES))
         overlay = str(cache_dir() / "podman")
