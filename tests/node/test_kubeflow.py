@@ -440,6 +440,8 @@ WAITING: dict[str, tuple[str, ...]] = {
     "run-policy": ("NotScheduled",),
     # 1 CPU for the PS and 1 for the worker: the operators' requests leave less than 2 free.
     "gpu-worker": (*PULL_FAILURES, "Unschedulable"),
+    # 2 workers of 0.5 CPU: on kind, whose control plane runs in pods, one may not fit.
+    "half-cpu": (*PULL_FAILURES, "Unschedulable"),
 }
 # A hostPath of type Directory that this node does not have: kubelet cannot mount it, so the
 # pods stay ContainerCreating with FailedMount Events (no waiting reason to report).
