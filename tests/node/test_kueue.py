@@ -251,7 +251,9 @@ def test_borrowing_job_preempted_by_another_team_resumes_on_another_flavor(
         kueue.local_queue("team-a", namespace, a),
         kueue.local_queue("team-b", namespace, b),
     )
-    job = requesting(fast_job("queued", "mnist-ps", "--steps=600"), "team-a", "100m")
+    # 4 pods of 150m, and below team B's 450m: together above the 1 CPU team B's quota holds, so
+    # B reclaims it; each job alone fits beside kind's control-plane pods on a 2-core node.
+    job = requesting(fast_job("queued", "mnist-ps", "--steps=600"), "team-a", "150m")
     cluster.apply(job, namespace)
 
     # Queued: no quota anywhere, so a pending Workload and no pod.
@@ -281,7 +283,7 @@ def test_borrowing_job_preempted_by_another_team_resumes_on_another_flavor(
     assert_not_taken_over(cluster, namespace, "queued")
 
     # Team B's job, of a higher priority, reclaims its quota: team A's pods stop.
-    urgent = small("urgent", "team-b", cpu="800m")
+    urgent = small("urgent", "team-b", cpu="450m")
     urgent["metadata"]["labels"][rules.PRIORITY_LABEL] = f"{namespace}-high"
     cluster.apply(urgent, namespace)
     before = first.wait(POD_WAIT)
