@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -71,6 +72,24 @@ def tfjob_run(path: Path, workdir: Path, *extra: str, **kw) -> subprocess.Popen[
 def processes_using(workdir: Path) -> list[int]:
     """Live processes whose environment names this run's checkpoint directory."""
     return processes_with(f"TFJOB_CHECKPOINT_DIR={workdir / 'checkpoints'}")
+
+
+def described(pids: list[int]) -> list[str]:
+    """Each process with its task (TF_CONFIG's) and state, for a failure's message."""
+    out = []
+    for pid in pids:
+        try:
+            env = dict(
+                e.split(b"=", 1)
+                for e in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+                if b"=" in e
+            )
+            task = json.loads(env.get(b"TF_CONFIG", b"{}")).get("task")
+            state = Path(f"/proc/{pid}/status").read_text().split("State:", 1)[1].split("\n")[0]
+            out.append(f"{pid} {task} {state.strip()}")
+        except (OSError, ValueError, IndexError):
+            out.append(str(pid))
+    return out
 
 
 def processes_with(env_entry: str) -> list[int]:
@@ -212,7 +231,7 @@ def test_a_killed_tfjob_run_takes_every_task_with_it(tmp_path):
         proc.wait(30)
         deadline = time.monotonic() + 60
         while processes_with(tasks):
-            assert time.monotonic() < deadline, f"still running: {processes_with(tasks)}"
+            assert time.monotonic() < deadline, f"still running: {described(processes_with(tasks))}"
             time.sleep(0.2)
     finally:
         kill_tasks(proc)
