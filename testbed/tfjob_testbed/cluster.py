@@ -109,6 +109,15 @@ def _tool(binary: Path, kubeconfig: Path, *args: str, check: bool = True, input:
     return proc
 
 
+def install_chart(cluster: Cluster) -> None:
+    """The chart as users install it, its own image names and tags (pulled if not present):
+    returns once helm has seen its objects ready."""
+    cluster.helm(
+        "install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--create-namespace",
+        "--wait", "--timeout", "5m",
+    )  # fmt: skip
+
+
 def start(directory: Path | None = None, nodes: int = 1) -> Cluster:
     """Images, node (and a second one if `nodes` is 2: see `Node.second`), then the chart:
     returns once the operator pod is Ready."""
@@ -128,11 +137,7 @@ def start(directory: Path | None = None, nodes: int = 1) -> Cluster:
             second = node.second()
             timings.update({f"node 2: {k}": v for k, v in second.timings.items()})
         t1 = time.monotonic()
-        # The chart as users install it: its own image names and tags, pulled if not present.
-        cluster.helm(
-            "install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--create-namespace",
-            "--wait", "--timeout", "5m",
-        )  # fmt: skip
+        install_chart(cluster)
         cluster.kubectl(
             "wait", "--for=condition=Available", "deployment", "--all", "-n", NAMESPACE,
             "--timeout=120s",

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tfjob_testbed.addons import kueue
-from tfjob_testbed.cluster import CHART, NAMESPACE, RELEASE, Cluster
+from tfjob_testbed.cluster import Cluster, install_chart
 from tfjob_testbed.core.paths import cache_dir
 from tfjob_testbed.core.tools import ensure_tools
 from tfjob_testbed.images import example, podman
@@ -165,10 +165,7 @@ class KindCluster:
                 "patch", "node", node, "--subresource=status", "--type=merge", "-p", gpus
             )
             t3 = time.monotonic()
-            cluster.helm(
-                "install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--create-namespace",
-                "--wait", "--timeout", "5m",
-            )  # fmt: skip
+            install_chart(cluster)
             self.timings["helm install to operator Ready"] = time.monotonic() - t3
         except BaseException:
             self.down()
