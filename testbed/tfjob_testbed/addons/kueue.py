@@ -13,6 +13,7 @@ Usage: ``python -m tfjob_testbed.addons.kueue`` builds the manager and its image
 from __future__ import annotations
 
 import hashlib
+import json
 import subprocess
 import sys
 import tempfile
@@ -177,30 +178,29 @@ CLUSTER_KINDS = ("clusterqueues", "cohorts", "resourceflavors", "topologies",
 def uninstall(cluster: Cluster, timeout: float = 300) -> None:
     """Every Kueue object deleted while its manager still takes their finalizers off (those it
     keeps longer are let go), then the chart, with its webhooks and CRDs."""
+    kinds = [f"{k}.{GROUP}" for k in (*NAMESPACED_KINDS, *CLUSTER_KINDS)]
     if cluster.get("crd", f"clusterqueues.{GROUP}"):
-        kinds = [(k, "--all-namespaces") for k in NAMESPACED_KINDS]
-        kinds += [(k, "") for k in CLUSTER_KINDS]
-        for kind, scope in kinds:
-            args = [a for a in ("delete", f"{kind}.{GROUP}", "--all", scope) if a]
-            cluster.kubectl(*args, "--wait=false", check=False)
-
-        def left() -> list[str]:
-            names = [f"{k}.{GROUP}" for k, _ in kinds]
-            got = cluster.kubectl("get", ",".join(names), "-A", "-o", "name", check=False)
-            return got.stdout.split()
-
+        for kind in kinds:
+            cluster.kubectl("delete", kind, "--all", "--all-namespaces", "--wait=false",
+                            check=False)  # fmt: skip
         try:
-            wait_for(lambda: not left(), 60, "Kueue's objects deleted")
+            wait_for(lambda: not _objects(cluster, kinds), 60, "Kueue's objects deleted")
         except AssertionError:
-            for obj in left():  # held by a finalizer its manager keeps: let it go
-                cluster.kubectl("patch", obj, "-A", "--type=merge", "-p",
-                                '{"metadata":{"finalizers":null}}', check=False)  # fmt: skip
+            _let_go(cluster, kinds)  # held by a finalizer its manager keeps
     cluster.helm("uninstall", RELEASE, "--namespace", NAMESPACE, "--ignore-not-found")
     cluster.kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=true",
                     f"--timeout={timeout:.0f}s", check=False)  # fmt: skip
+    left: list[str] = []
 
     def gone() -> bool:
-        crds = cluster.kubectl("get", "crd", "-o", "name", check=False).stdout.split()
+        crds = [
+            c.removeprefix("customresourcedefinition.apiextensions.k8s.io/")
+            for c in cluster.kubectl("get", "crd", "-o", "name", check=False).stdout.split()
+            if c.endswith(f".{GROUP}")
+        ]
+        # A Workload Kueue made again for a job still being deleted, after the deletion above,
+        # keeps its finalizer with no manager left to take it off: its CRD would never go.
+        _let_go(cluster, crds)
         # The aggregation controller applies an aggregated ClusterRole back when its deletion
         # races its own write: delete what it brought back.
         roles = [
@@ -209,9 +209,34 @@ def uninstall(cluster: Cluster, timeout: float = 300) -> None:
         ]  # fmt: skip
         if roles:
             cluster.kubectl("delete", *roles, "--ignore-not-found", check=False)
-        return not roles and not [c for c in crds if c.endswith(f".{GROUP}")]
+        left[:] = crds + roles
+        return not left
 
-    wait_for(gone, timeout, "Kueue's CRDs and roles gone", interval=1)
+    try:
+        wait_for(gone, timeout, "Kueue's CRDs and roles gone", interval=1)
+    except AssertionError as e:
+        raise AssertionError(f"{e}; still there: {', '.join(left)}") from None
+
+
+def _objects(cluster: Cluster, kinds: list[str]) -> list[dict[str, Any]]:
+    """The objects of these kinds, in every namespace (none while a kind is unknown)."""
+    if not kinds:
+        return []
+    got = cluster.kubectl("get", ",".join(kinds), "-A", "-o", "json", check=False)
+    return json.loads(got.stdout).get("items", []) if got.returncode == 0 else []
+
+
+def _let_go(cluster: Cluster, kinds: list[str]) -> None:
+    """Takes every finalizer off the objects of these kinds: Kueue's manager, which owns them,
+    is gone or will not take them off."""
+    for obj in _objects(cluster, kinds):
+        meta = obj["metadata"]
+        if not meta.get("finalizers"):
+            continue
+        ref = f"{obj['kind'].lower()}.{obj['apiVersion'].split('/')[0]}/{meta['name']}"
+        scope = ["-n", meta["namespace"]] if meta.get("namespace") else []
+        cluster.kubectl("patch", ref, *scope, "--type=merge",
+                        "-p", '{"metadata":{"finalizers":null}}', check=False)  # fmt: skip
 
 
 def crd_documents() -> str:
