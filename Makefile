@@ -9,14 +9,14 @@ PYTEST_ARGS ?=
 help:
 	@echo "make demo   - train MNIST with manifests/examples/mnist-ps.yaml on this machine (tfjob run)"
 	@echo "make test   - install everything needed, lint, run the suite with one real-node test per capability (CI)"
-	@echo "make test-all - the same with every real-node test (after a change to the controller, the trainer's runtime, the bed, the chart, Kueue or Kubeflow code)"
+	@echo "make test-all - the same with every real-node test (after a change to the controller, the trainer's runtime, the bed, the chart, Kueue, Kubeflow or Katib code)"
 	@echo "make unit   - unit tests only (no control plane)"
 	@echo "make up     - a local kube-apiserver + controller-manager with the CRD, for trying things"
 	@echo "make generate - regenerate the CRD and RBAC manifests (manifests/, the chart)"
 	@echo "make bench  - benchmarks on the real control plane and the real node (the last one needs root)"
 	@echo "make e2e    - a kind cluster (docker, or podman here), the chart, every node test on it"
 	@echo "make images - build both images here with podman, on a local Debian base (root; cached)"
-	@echo "make cluster - a real cluster here (NODES=2: two nodes; KUEUE=1: with Kueue), the operator installed by helm (root; Ctrl-C ends)"
+	@echo "make cluster - a real cluster here (NODES=2: two nodes; KUEUE=1: with Kueue; KATIB=1: with Katib), the operator installed by helm (root; Ctrl-C ends)"
 	@echo "make cluster-down - remove what make cluster set up, even after a crash"
 
 $(VENV)/.installed: pyproject.toml testbed/pyproject.toml
@@ -95,7 +95,7 @@ images: venv
 	$(PY) -m tfjob_testbed.images.podman build
 
 cluster: setup
-	$(PY) -m tfjob_testbed.cluster up --nodes $(or $(NODES),1) $(if $(KUEUE),--kueue)
+	$(PY) -m tfjob_testbed.cluster up --nodes $(or $(NODES),1) $(if $(KUEUE),--kueue) $(if $(KATIB),--katib)
 
 cluster-down: venv
 	$(PY) -m tfjob_testbed.cluster down

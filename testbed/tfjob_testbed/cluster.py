@@ -2,7 +2,7 @@
 operator installed from its Helm chart and both images built from the Dockerfile, for trying
 TFJobs as on any cluster.
 
-    python -m tfjob_testbed.cluster up [--nodes 2] [--kueue]  # foreground; Ctrl-C tears down
+    python -m tfjob_testbed.cluster up [--nodes 2] [--kueue] [--katib]  # Ctrl-C tears down
     python -m tfjob_testbed.cluster down            # from another shell, or after a crash
 
 Ctrl-C, SIGTERM and SIGHUP all tear everything down (see `node.teardown`).
@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from tfjob_operator.api.spec import GROUP
-from tfjob_testbed.addons import kueue
+from tfjob_testbed.addons import katib, kueue
 from tfjob_testbed.core.paths import ROOT
 from tfjob_testbed.core.reads import ReadError, Reads
 from tfjob_testbed.core.tools import Tools, ensure_tools
@@ -169,17 +169,23 @@ def _stop(signum: int, frame: FrameType | None) -> None:
     raise _Stop(signal.Signals(signum).name)
 
 
-def _up(nodes: int = 1, with_kueue: bool = False) -> int:
+def _up(nodes: int = 1, with_kueue: bool = False, with_katib: bool = False) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _stop)
     holder = state_dir() / "cluster.pid"
     try:
         with running(nodes=nodes) as cluster:
+            sets = []
             if with_kueue:
                 kueue.install(cluster)
+                sets += ["--set", "kueue.enabled=true"]
+            if with_katib:
+                katib.install(cluster)
+                sets += ["--set", "katib.enabled=true"]
+            if sets:
                 cluster.helm(
                     "upgrade", RELEASE, str(CHART), "--namespace", NAMESPACE, "--reuse-values",
-                    "--set", "kueue.enabled=true", "--wait", "--timeout", "5m",
+                    *sets, "--wait", "--timeout", "5m",
                 )  # fmt: skip
             holder.write_text(str(os.getpid()))
             kubeconfig = cluster.kubeconfig
@@ -232,8 +238,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--kueue", action="store_true", help="with up: Kueue too, and the operator's --kueue"
     )
+    parser.add_argument(
+        "--katib", action="store_true", help="with up: Katib too (docs/katib.md), and its access"
+    )
     args = parser.parse_args(argv)
-    return _up(args.nodes, args.kueue) if args.command == "up" else _down()
+    return _up(args.nodes, args.kueue, args.katib) if args.command == "up" else _down()
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from typing import Any
 
 from tests.node.helpers import established
 from tfjob_operator.api.spec import KUBEFLOW_GROUP, PLURAL, VERSION
-from tfjob_testbed.addons import kueue
+from tfjob_testbed.addons import katib, kueue
 from tfjob_testbed.cluster import CHART, Cluster
 from tfjob_testbed.core.kube import wait_for
 from tfjob_testbed.nodes.node import NodeError
@@ -58,8 +58,10 @@ def kubeflow_release(cluster: Cluster) -> Iterator[str]:
             # that cache, a later `kubectl get tfjob` could go to the group that is gone.
             wait_for(
                 lambda: (
-                    KUBEFLOW_GROUP
-                    not in cluster.kubectl("api-resources", "-o", "name", check=False).stdout
+                    KUBEFLOW_CRD
+                    not in cluster.kubectl(
+                        "api-resources", "-o", "name", check=False
+                    ).stdout.split()
                 ),
                 60,
                 f"{KUBEFLOW_CRD} gone from kubectl's discovery",
@@ -75,6 +77,7 @@ class Addons:
         self._installed = contextlib.ExitStack()
         self._kubeflow: str | None = None
         self._kueue: dict[str, Any] | None = None  # the configuration's `extra`, once installed
+        self._katib = False
 
     def kubeflow(self) -> str:
         """The kubeflow.org release's namespace, installed if it is not."""
@@ -93,6 +96,16 @@ class Addons:
         kueue.install(self.cluster, extra)
         self._kueue = extra
 
+    def katib(self) -> None:
+        """Katib running, after Kubeflow's release: Katib's controller watches the trial
+        resources whose CRDs exist when it starts."""
+        self.kubeflow()
+        if not self._katib:
+            self._installed.callback(katib.uninstall, self.cluster)
+            katib.install(self.cluster)
+            self._katib = True
+
     def remove(self) -> None:
         self._installed.close()
         self._kubeflow = self._kueue = None
+        self._katib = False

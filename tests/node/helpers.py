@@ -176,10 +176,13 @@ class FollowedLog:
     """`kubectl logs -f` of one container run, kept after its pod is gone (a finished job's
     pods go at the scale-down that follows success)."""
 
-    def __init__(self, cluster: Cluster, pod_: str, namespace: str) -> None:
+    def __init__(
+        self, cluster: Cluster, pod_: str, namespace: str, container_: str | None = None
+    ) -> None:
+        which = ["-c", container_] if container_ else []
         self.proc = subprocess.Popen(
             [str(cluster.tools.kubectl), "--kubeconfig", str(cluster.kubeconfig), "logs", "-f",
-             "-n", namespace, pod_],
+             "-n", namespace, pod_, *which],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         )  # fmt: skip
         self.lines: list[str] = []

@@ -104,6 +104,18 @@ KUEUE_READER_RULES: list[dict[str, Any]] = [
 # Kueue's ServiceAccount as its chart and manifests name it ({fullname}-controller-manager).
 KUEUE_SERVICE_ACCOUNT = "kueue-controller-manager"
 KUEUE_NAMESPACE = "kueue-system"
+# Not the operator's: what Katib's controller needs beside its own ClusterRole to run trials
+# that are our TFJobs. Its trial controller creates, watches and deletes the trial's TFJob (its
+# role names kubeflow.org's, not ours), and its pod webhook follows a pod's owners up to the
+# Trial: our StatefulSet lies between, which its role cannot read, and the pod then gets no
+# metrics collector.
+KATIB_RULES: list[dict[str, Any]] = [
+    {"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["get", *WATCH, "create", "delete"]},
+    {"apiGroups": ["apps"], "resources": ["statefulsets"], "verbs": ["get"]},
+]
+# Katib's ServiceAccount as its manifests name it.
+KATIB_SERVICE_ACCOUNT = "katib-controller"
+KATIB_NAMESPACE = "kubeflow"
 
 
 def rules(group: str = GROUP, kueue: bool = False) -> list[dict[str, Any]]:

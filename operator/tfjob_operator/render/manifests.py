@@ -119,6 +119,18 @@ def kueue_rbac() -> str:
     return HEADER + "---\n".join(_dump(d) for d in docs)
 
 
+def katib_rbac() -> str:
+    """manifests/katib/rbac.yaml: what Katib's own ServiceAccount needs to run trials that are
+    our TFJobs (`rbac.KATIB_RULES`), as the chart grants it."""
+    subject = {
+        "kind": "ServiceAccount",
+        "name": rbac.KATIB_SERVICE_ACCOUNT,
+        "namespace": rbac.KATIB_NAMESPACE,
+    }
+    docs = _cluster_role(f"{NAME}-katib", rbac.KATIB_RULES, subject)
+    return HEADER + "---\n".join(_dump(d) for d in docs)
+
+
 def operator_budget(deployment: dict[str, Any]) -> dict[str, Any] | None:
     """The Deployment's PodDisruptionBudget, as the chart makes it (policy/v1, Kubernetes 1.28+):
     it selects the Deployment's pods, and exists only while there is more than one replica."""
@@ -170,6 +182,7 @@ def outputs(root: Path) -> dict[Path, str]:
         root / "manifests" / "rbac.yaml": rbac_manifests(),
         root / "manifests" / "operator.yaml": operator,
         root / "manifests" / "kueue" / "rbac.yaml": kueue_rbac(),
+        root / "manifests" / "katib" / "rbac.yaml": katib_rbac(),
         kubeflow / "crd.yaml": crd.render(KUBEFLOW_GROUP),
         kubeflow / "rbac.yaml": rbac_manifests(KUBEFLOW_GROUP),
         kubeflow / "operator.yaml": kubeflow_operator(operator),
@@ -183,6 +196,7 @@ def outputs(root: Path) -> dict[Path, str]:
         chart / "kueue-rules.yaml": HEADER + _dump(rbac.KUEUE_RULES),
         chart / "kueue-cluster-rules.yaml": HEADER + _dump(rbac.KUEUE_CLUSTER_RULES),
         chart / "kueue-reader-rules.yaml": HEADER + _dump(rbac.KUEUE_READER_RULES),
+        chart / "katib-rules.yaml": HEADER + _dump(rbac.KATIB_RULES),
     }
 
 

@@ -12,7 +12,6 @@ Usage: ``python -m tfjob_testbed.addons.kueue`` builds the manager and its image
 
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 import sys
@@ -36,11 +35,6 @@ REPOSITORY = "registry.k8s.io/kueue/kueue"
 # the TFJobs of either group the operator queues (kubeflow.org's only while Kueue's own
 # kubeflow.org/tfjob integration is off).
 EXTERNAL_FRAMEWORKS = ["TFJob.v1.tfjob.dev", "TFJob.v1.kubeflow.org"]
-CONTAINERFILE = """FROM {base}
-COPY manager /manager
-USER 65532:65532
-ENTRYPOINT ["/manager"]
-"""
 
 
 def version() -> str:
@@ -57,29 +51,9 @@ def chart() -> Path:
 
 
 def build_image() -> podman.BuiltImage:
-    """The manager (built from the module, cached) in an image on the bed's base, saved for
-    `ctr images import`; nothing is rebuilt while the binary and the base are unchanged."""
-    manager = ensure(KUEUE) / "manager"
-    with podman.locked():
-        base = podman.ensure_base()
-        digest = hashlib.sha256(f"kueue v1\0{tag()}\0{podman.image_id(base)}\0".encode())
-        digest.update(CONTAINERFILE.encode())
-        digest.update(hashlib.sha256(manager.read_bytes()).digest())
-        key = digest.hexdigest()
-
-        def run_build() -> None:
-            with tempfile.TemporaryDirectory() as context:
-                (Path(context) / "manager").write_bytes(manager.read_bytes())
-                (Path(context) / "manager").chmod(0o755)
-                (Path(context) / "Containerfile").write_text(CONTAINERFILE.format(base=base))
-                podman.run(
-                    "build", "--file", str(Path(context) / "Containerfile"), "--pull=never",
-                    "--network=none", *podman.ULIMITS, "--tag", tag(), context,
-                    log=podman.images_dir() / "logs" / "build-kueue.log",
-                )  # fmt: skip
-
-        built = podman.stamped_build("kueue", key, tag(), run_build)
-        return podman.BuiltImage((tag(),), built, podman.archive(built))
+    """The manager (built from the module, cached) in an image on the bed's base, laid out as
+    Kueue's own image is, saved for `ctr images import`."""
+    return podman.program_image(ensure(KUEUE) / "manager", tag(), user="65532:65532")
 
 
 def configuration(extra: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -213,6 +213,21 @@ LOCAL_PATH_PROVISIONER = Program(
     commands={"local-path-provisioner": "github.com/rancher/local-path-provisioner"},
     stamps={},
 )
+# Katib's controller, its db-manager, the goptuna suggestion service and the file metrics
+# collector, for their images (tfjob_testbed.addons.katib); its manifests are read from the same
+# module.
+_KATIB = "github.com/kubeflow/katib/cmd/"
+KATIB = Program(
+    name="katib",
+    module="github.com/kubeflow/katib",
+    commands={
+        "katib-controller": _KATIB + "katib-controller/v1beta1",
+        "katib-db-manager": _KATIB + "db-manager/v1beta1",
+        "goptuna-suggestion": _KATIB + "suggestion/goptuna/v1beta1",
+        "file-metricscollector": _KATIB + "metricscollector/v1beta1/file-metricscollector",
+    },
+    stamps={},
+)
 PROGRAMS = {
     p.name: p
     for p in (
@@ -221,6 +236,7 @@ PROGRAMS = {
         CONTAINERD,
         KUBERNETES_OLDEST,
         KUEUE,
+        KATIB,
         KIND,
         KUBERNETES_KIND,
         CRI_TOOLS,

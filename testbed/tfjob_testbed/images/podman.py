@@ -197,6 +197,44 @@ def stamped_build(name: str, key: str, tag: str, run_build: Callable[[], object]
     return built
 
 
+PROGRAM_CONTAINERFILE = """FROM {base}
+WORKDIR {workdir}
+COPY {name} {workdir}/{name}
+USER {user}
+ENTRYPOINT ["{workdir}/{name}"]
+"""
+
+
+def program_image(binary: Path, tag: str, workdir: str = "/", user: str = "0:0") -> BuiltImage:
+    """One program (a Go build of the bed's) in an image on the bed's base, as its project's
+    own image lays it out (`workdir`, `user`), saved for `ctr images import`; nothing is rebuilt
+    while the binary, the layout and the base are unchanged."""
+    name = binary.name
+    stamp_name = tag.rsplit("/", 1)[-1].split(":", 1)[0]
+    containerfile = PROGRAM_CONTAINERFILE.format(
+        base=BASE_IMAGE, workdir=workdir.rstrip("/") or "", name=name, user=user
+    )
+    with locked():
+        base = _ensure_base()
+        digest = hashlib.sha256(f"program v1\0{tag}\0{image_id(base)}\0".encode())
+        digest.update(containerfile.encode())
+        digest.update(hashlib.sha256(binary.read_bytes()).digest())
+
+        def run_build() -> None:
+            with tempfile.TemporaryDirectory() as context:
+                (Path(context) / name).write_bytes(binary.read_bytes())
+                (Path(context) / name).chmod(0o755)
+                (Path(context) / "Containerfile").write_text(containerfile)
+                run(
+                    "build", "--file", str(Path(context) / "Containerfile"), "--pull=never",
+                    "--network=none", *ULIMITS, "--tag", tag, context,
+                    log=images_dir() / "logs" / f"build-{stamp_name}.log",
+                )  # fmt: skip
+
+        built = stamped_build(stamp_name, digest.hexdigest(), tag, run_build)
+        return BuiltImage((tag,), built, _archive(built))
+
+
 def archive(image: str) -> Path:
     """Save an image, with all its tags, to a docker-archive for `ctr images import`.
 

@@ -583,3 +583,28 @@ def test_kueue_reads_tfjobs_as_its_webhooks_need(helm, renders, account):
     assert by_kind[("ClusterRoleBinding", reader)]["subjects"] == [
         {"kind": "ServiceAccount", "name": "kueue-controller-manager", "namespace": "kueue-system"}
     ]
+
+
+@pytest.mark.parametrize(
+    "account", [{}, {"serviceAccount": {"name": "katib-ctl", "namespace": "hpo"}}]
+)
+def test_katib_runs_trials_of_tfjobs_with_katib_enabled(helm, renders, account):
+    """With katib.enabled, Katib's own ServiceAccount gets files/katib-rules.yaml, as
+    manifests/katib/rbac.yaml grants it; without it, nothing of the kind."""
+    name = f"{FULLNAME}-katib"
+    assert find(renders["default"], "ClusterRole", name) == []
+    docs = template(helm, {"katib": {"enabled": True, **account}})
+    assert one(docs, "ClusterRole", name)["rules"] == rbac.KATIB_RULES
+    binding = one(docs, "ClusterRoleBinding", name)
+    assert binding["roleRef"]["name"] == name
+    want = account.get("serviceAccount") or {
+        "name": rbac.KATIB_SERVICE_ACCOUNT,
+        "namespace": rbac.KATIB_NAMESPACE,
+    }
+    assert binding["subjects"] == [{"kind": "ServiceAccount", **want}]
+    plain = yaml.safe_load_all((ROOT / "manifests" / "katib" / "rbac.yaml").read_text())
+    by_kind = {(d["kind"], d["metadata"]["name"]): d for d in plain if d}
+    assert by_kind[("ClusterRole", name)]["rules"] == rbac.KATIB_RULES
+    assert by_kind[("ClusterRoleBinding", name)]["subjects"] == [
+        {"kind": "ServiceAccount", "name": "katib-controller", "namespace": "kubeflow"}
+    ]

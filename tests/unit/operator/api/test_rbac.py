@@ -91,3 +91,11 @@ def test_kueue_reader_rules_only_read_tfjobs_of_either_group():
     assert granted(rbac.KUEUE_READER_RULES) == {
         (g, PLURAL, v) for g in GROUPS for v in ("get", "list", "watch")
     }
+
+
+def test_katib_rules_run_our_trials_and_read_only_statefulsets():
+    """Katib's ServiceAccount makes, watches and deletes our TFJobs (its own role has
+    kubeflow.org's) and reads the StatefulSets between a trial's pods and its TFJob."""
+    assert granted(rbac.KATIB_RULES) == {
+        (GROUP, PLURAL, v) for v in ("get", "list", "watch", "create", "delete")
+    } | {("apps", "statefulsets", "get")}
