@@ -25,9 +25,9 @@ pytestmark = pytest.mark.node
 EXPERIMENT = ROOT / "manifests" / "examples" / "katib" / "tfjob-experiment.yaml"
 # Small data and few steps: a sweep of 4 trials, 2 at a time, on 2 shared cores.
 TRIAL_ARGS = ["--dataset=digits", "--steps=120", "--log-every=20"]
-SWEEP_WAIT = 1200
+SWEEP_WAIT = 800  # under the suite's 900 s a test
 INJECTION = {"katib.kubeflow.org/metrics-collector-injection": "enabled"}
-COLLECTOR = "metrics-logger-and-collector"  # the sidecar Katib's StdOut collector injects
+COLLECTOR = "metrics-logger-and-collector"  # the sidecar Katib's File collector injects
 LOSS = re.compile(r"\bloss = ([0-9.]+)")
 EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"
 
@@ -36,6 +36,8 @@ EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"
 def katib_on(cluster: Cluster, addons: Addons) -> Iterator[None]:
     """Katib running, and the operator's release granting Katib's ServiceAccount what trials
     of TFJobs need (`katib.enabled`)."""
+    if cluster.node is None:
+        pytest.skip("imports Katib's images into the real node's containerd (kind: load them)")
     addons.katib()
     helm_operator(cluster, "katib.enabled=true")
     try:
@@ -86,12 +88,12 @@ def trials_of(cluster: Cluster, name: str, namespace: str) -> list[dict[str, Any
 
 
 class Watch:
-    """The trials' pods as they come: each chief's collector log followed from its start (the
-    trial's own log of what the trainer printed), and which pods got Katib's sidecar."""
+    """The trials' pods as they come: each chief's log followed from its start (the trial's own
+    log), and which pods got Katib's sidecar."""
 
     def __init__(self, cluster: Cluster, namespace: str) -> None:
         self.cluster, self.namespace = cluster, namespace
-        self.logs: dict[str, FollowedLog] = {}  # trial -> its chief's collector log
+        self.logs: dict[str, FollowedLog] = {}  # trial -> its chief's first run's log
         self.sidecars: dict[str, bool] = {}  # pod -> whether Katib injected its collector
 
     def poll(self) -> None:
@@ -102,11 +104,11 @@ class Watch:
             self.sidecars.setdefault(name, COLLECTOR in containers)
             trial = name.rsplit("-", 2)[0]
             running = any(
-                c["name"] == COLLECTOR and "running" in c.get("state", {})
+                c["name"] == "tensorflow" and "running" in c.get("state", {})
                 for c in (pod.get("status") or {}).get("containerStatuses") or []
             )
             if name.endswith("-chief-0") and running and trial not in self.logs:
-                self.logs[trial] = FollowedLog(self.cluster, name, self.namespace, COLLECTOR)
+                self.logs[trial] = FollowedLog(self.cluster, name, self.namespace, "tensorflow")
 
 
 def run_sweep(cluster: Cluster, body: dict[str, Any], namespace: str) -> tuple[dict, Watch]:
@@ -132,8 +134,8 @@ def run_sweep(cluster: Cluster, body: dict[str, Any], namespace: str) -> tuple[d
 
 
 def assert_sweep(cluster: Cluster, body: dict[str, Any], exp: dict, watch: Watch) -> None:
-    """Every trial Succeeded; the optimal trial's metric is the least loss its log shows; the
-    collector went into the chiefs' pods only."""
+    """Every trial Succeeded; the optimal trial's metric is the least loss its log shows (the
+    log rounds it to 2 places); the collector went into the chiefs' pods only."""
     name, namespace = body["metadata"]["name"], exp["metadata"]["namespace"]
     trials = trials_of(cluster, name, namespace)
     assert len(trials) == body["spec"]["maxTrialCount"], [t["metadata"]["name"] for t in trials]
@@ -143,8 +145,9 @@ def assert_sweep(cluster: Cluster, body: dict[str, Any], exp: dict, watch: Watch
     assert best["bestTrialName"] in {t["metadata"]["name"] for t in trials}, best
     (metric,) = [m for m in best["observation"]["metrics"] if m["name"] == "loss"]
     log = watch.logs[best["bestTrialName"]].text
-    printed = [float(v) for v in LOSS.findall(log)]
-    assert printed and float(metric["min"]) == min(printed), (metric, log[-2000:])
+    printed = LOSS.findall(log)
+    assert printed, log[-2000:]
+    assert f"{float(metric['min']):.2f}" == min(printed, key=float), (metric, log[-2000:])
     chiefs = {p for p in watch.sidecars if p.endswith("-chief-0")}
     assert len(chiefs) == len(trials), watch.sidecars
     assert {p for p, injected in watch.sidecars.items() if injected} == chiefs, watch.sidecars

@@ -43,6 +43,7 @@ class Options:
     optimizer: str = "adam"
     metrics: tuple[str, ...] = ()
     learning_rate_given: bool = False  # a --model function's own default holds otherwise
+    metrics_file: Path | None = None  # the chief appends `step=N loss=X ...` lines (Katib)
 
     @property
     def model_spec(self) -> str:
@@ -136,6 +137,12 @@ _FLAGS: list[tuple[str, dict[str, Any], str]] = [
         "steps between TensorBoard histograms of the weights (and the first report)",
     ),
     ("export-dir", {}, "where the chief exports the model; default <checkpoint-dir>/export"),
+    (
+        "metrics-file",
+        {},
+        "the chief appends a `step=N loss=X` line (and its metrics) at each report, for "
+        "Katib's File metrics collector (docs/katib.md)",
+    ),
     (
         "steps-per-call",
         {"type": int},
@@ -253,4 +260,5 @@ def parse(argv: list[str] | None = None) -> Options:
         optimizer=args.optimizer,
         metrics=tuple(m.strip() for m in (args.metrics or "").split(",") if m.strip()),
         learning_rate_given=args.learning_rate != float(_default("learning-rate")),
+        metrics_file=Path(args.metrics_file) if args.metrics_file else None,
     )

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 import yaml
 
+from tfjob_testbed.addons.leftovers import let_go, objects
 from tfjob_testbed.core.gobuild import KATIB, ensure, module_source
 from tfjob_testbed.core.kube import wait_for
 from tfjob_testbed.images import podman
@@ -208,16 +209,24 @@ def install(cluster: Cluster, timeout: float = 300) -> None:
 
 
 def uninstall(cluster: Cluster, timeout: float = 300) -> None:
-    """Every Experiment deleted while Katib's controller still takes their finalizers off, then
-    Katib's objects (webhooks, CRDs, namespace)."""
+    """Every Experiment, Trial and Suggestion deleted while Katib's controller still takes their
+    finalizers off (those it keeps are let go), then Katib's objects (webhooks, CRDs,
+    namespace)."""
+    kinds = list(CRDS)
     if cluster.get("crd", CRDS[0]):
-        cluster.kubectl("delete", f"experiments.{GROUP}", "--all", "--all-namespaces",
-                        f"--timeout={timeout:.0f}s", check=False)  # fmt: skip
+        for kind in kinds:
+            cluster.kubectl("delete", kind, "--all", "--all-namespaces", "--wait=false",
+                            check=False)  # fmt: skip
+        try:
+            wait_for(lambda: not objects(cluster, kinds), 120, "Katib's objects deleted")
+        except AssertionError:
+            let_go(cluster, kinds)
     docs = adapt(manifests(cluster))
-    cluster.kubectl("delete", "--ignore-not-found", "--wait=true", f"--timeout={timeout:.0f}s",
-                    "-f", "-", input=yaml.safe_dump_all(docs), check=False)  # fmt: skip
+    cluster.kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-",
+                    input=yaml.safe_dump_all(docs), check=False)  # fmt: skip
 
     def gone() -> bool:
+        let_go(cluster, kinds)  # a Trial its controller made while going
         crds = cluster.kubectl("get", "crd", "-o", "name", check=False).stdout.split()
         left = [c for c in crds if c.rsplit("/", 1)[-1] in CRDS]
         return not left and not cluster.get("namespace", NAMESPACE)

@@ -12,7 +12,6 @@ Usage: ``python -m tfjob_testbed.addons.kueue`` builds the manager and its image
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import tempfile
@@ -21,6 +20,7 @@ from typing import Any, Protocol
 
 import yaml
 
+from tfjob_testbed.addons.leftovers import let_go, objects
 from tfjob_testbed.core.gobuild import KUEUE, ensure, module_source
 from tfjob_testbed.core.kube import wait_for
 from tfjob_testbed.images import podman
@@ -158,9 +158,9 @@ def uninstall(cluster: Cluster, timeout: float = 300) -> None:
             cluster.kubectl("delete", kind, "--all", "--all-namespaces", "--wait=false",
                             check=False)  # fmt: skip
         try:
-            wait_for(lambda: not _objects(cluster, kinds), 60, "Kueue's objects deleted")
+            wait_for(lambda: not objects(cluster, kinds), 60, "Kueue's objects deleted")
         except AssertionError:
-            _let_go(cluster, kinds)  # held by a finalizer its manager keeps
+            let_go(cluster, kinds)  # held by a finalizer its manager keeps
     cluster.helm("uninstall", RELEASE, "--namespace", NAMESPACE, "--ignore-not-found")
     cluster.kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=true",
                     f"--timeout={timeout:.0f}s", check=False)  # fmt: skip
@@ -174,7 +174,7 @@ def uninstall(cluster: Cluster, timeout: float = 300) -> None:
         ]
         # A Workload Kueue made again for a job still being deleted, after the deletion above,
         # keeps its finalizer with no manager left to take it off: its CRD would never go.
-        _let_go(cluster, crds)
+        let_go(cluster, crds)
         # The aggregation controller applies an aggregated ClusterRole back when its deletion
         # races its own write: delete what it brought back.
         roles = [
@@ -190,27 +190,6 @@ def uninstall(cluster: Cluster, timeout: float = 300) -> None:
         wait_for(gone, timeout, "Kueue's CRDs and roles gone", interval=1)
     except AssertionError as e:
         raise AssertionError(f"{e}; still there: {', '.join(left)}") from None
-
-
-def _objects(cluster: Cluster, kinds: list[str]) -> list[dict[str, Any]]:
-    """The objects of these kinds, in every namespace (none while a kind is unknown)."""
-    if not kinds:
-        return []
-    got = cluster.kubectl("get", ",".join(kinds), "-A", "-o", "json", check=False)
-    return json.loads(got.stdout).get("items", []) if got.returncode == 0 else []
-
-
-def _let_go(cluster: Cluster, kinds: list[str]) -> None:
-    """Takes every finalizer off the objects of these kinds: Kueue's manager, which owns them,
-    is gone or will not take them off."""
-    for obj in _objects(cluster, kinds):
-        meta = obj["metadata"]
-        if not meta.get("finalizers"):
-            continue
-        ref = f"{obj['kind'].lower()}.{obj['apiVersion'].split('/')[0]}/{meta['name']}"
-        scope = ["-n", meta["namespace"]] if meta.get("namespace") else []
-        cluster.kubectl("patch", ref, *scope, "--type=merge",
-                        "-p", '{"metadata":{"finalizers":null}}', check=False)  # fmt: skip
 
 
 def crd_documents() -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import tensorflow as tf
@@ -30,6 +31,8 @@ class Progress:
     # Histograms of these weights and a few input images, at `details`' interval.
     details: Details | None = None
     weights: Callable[[], Iterable[Any]] | None = None
+    # Appended at each report, in the `name=value` text Katib's collectors parse by default.
+    metrics_file: Path | None = None
 
     def steady_examples_per_sec(self) -> float | None:
         """Throughput after the first report: without start-up, tracing and compilation."""
@@ -57,6 +60,10 @@ class Progress:
                     tf.summary.scalar("examples_per_sec", self.examples_per_sec)
         else:
             print(f"step {step}, loss = {loss:.2f}", flush=True)
+        if self.metrics_file is not None:
+            self.metrics_file.parent.mkdir(parents=True, exist_ok=True)
+            with self.metrics_file.open("a") as out:
+                out.write(metrics_line(step, loss, metrics) + "\n")
         if self.writer is not None:
             with self.writer.as_default(step=step):
                 tf.summary.scalar("loss", loss)
@@ -66,3 +73,10 @@ class Progress:
             if self.details is not None and self.weights is not None:
                 self.details.write(self.writer, step, self.weights())
         self.last_step, self.last_time = step, now
+
+
+def metrics_line(step: int, loss: float, metrics: dict[str, float]) -> str:
+    """One report as Katib's TEXT format reads it: `name=value` pairs, full precision."""
+    fields = [f"step={step}", f"loss={float(loss)!r}"]
+    fields += [f"{name}={float(value)!r}" for name, value in metrics.items()]
+    return " ".join(fields)

@@ -327,7 +327,9 @@ def train(
     g = build_graph(opts, cluster, worker_device, len(replicas), task.is_chief)
     export = _ExportHook(files, g, opts.export_dir) if task.is_chief else None
     writer = v1.summary.FileWriterCache.get(str(opts.log_dir / "train")) if export else None
-    progress = Progress(None, examples_per_step, 0)
+    progress = Progress(
+        None, examples_per_step, 0, metrics_file=opts.metrics_file if export else None
+    )
     details = summaries.details(opts, files) if export else None
     local_steps, loss, accuracy, first_step_sec = 0, 0.0, 0.0, None
     # The chief resumes from its checkpoint; by the time it reads the global step, other

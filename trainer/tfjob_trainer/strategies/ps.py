@@ -273,6 +273,7 @@ def coordinate(
         start_step,
         details=summaries.details(opts, files),
         weights=lambda: model.trainable_variables,
+        metrics_file=opts.metrics_file,
     )
     scheduled, loss, metrics, elapsed = schedule_steps(
         opts, coordinator, train_steps, iterator, t, step, ckpts, progress, start_step, watchdog

@@ -175,6 +175,7 @@ def train(
         start_step,
         details=summaries.details(opts, files) if is_chief else None,
         weights=lambda: model.trainable_variables,
+        metrics_file=opts.metrics_file if is_chief else None,
     )
     stop = Agreement(strategy) if agree else None
     current, loss, metrics, elapsed = run_steps(
