@@ -1,7 +1,6 @@
 """The Katib Experiment in manifests/examples/katib/: each trial it would make is a TFJob the
 operator runs, with flags the trainer takes, and Katib reads it the way the template says.
-(Katib's own controller is not in the test bed; tests/integration/test_kubeflow.py runs a trial
-shaped job, sidecar included, on the API server.)"""
+(tests/node/test_katib.py runs it with Katib itself.)"""
 
 from __future__ import annotations
 
@@ -57,3 +56,13 @@ def test_the_primary_pod_is_the_chiefs_and_its_container_is_tensorflow():
     assert template["primaryPodLabels"] == {kubeflow.JOB_ROLE: kubeflow.MASTER_ROLE}
     assert template["primaryContainerName"] == "tensorflow"
     assert 'type=="Succeeded"' in template["successCondition"]
+
+
+def test_the_chief_writes_the_file_katibs_collector_reads():
+    experiment = yaml.safe_load(EXPERIMENT.read_text())
+    collector = experiment["spec"]["metricsCollectorSpec"]
+    assert collector["collector"]["kind"] == "File"
+    path = collector["source"]["fileSystemPath"]["path"]
+    body = trial({"learningRate": "0.01", "batchSize": "32"})
+    chief = body["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["containers"][0]
+    assert str(options.parse(chief["args"]).metrics_file) == path
