@@ -38,8 +38,10 @@ def katib_on(cluster: Cluster, addons: Addons) -> Iterator[None]:
     of TFJobs need (`katib.enabled`)."""
     if cluster.node is None:
         pytest.skip("imports Katib's images into the real node's containerd (kind: load them)")
+    started = time.monotonic()
     addons.katib()
     helm_operator(cluster, "katib.enabled=true")
+    print(f"\nKATIB installed seconds={time.monotonic() - started:.0f}")
     try:
         yield
     finally:
@@ -64,7 +66,7 @@ def experiment(
     spec = body["spec"]
     spec["objective"].pop("goal", None)
     spec["algorithm"] = {"algorithmName": algorithm}
-    spec.update(maxTrialCount=trials, parallelTrialCount=2, maxFailedTrialCount=1)
+    spec.update(maxTrialCount=trials, parallelTrialCount=min(2, trials), maxFailedTrialCount=1)
     job = spec["trialTemplate"]["trialSpec"]
     job["apiVersion"] = api_version
     for rs in job["spec"]["tfReplicaSpecs"].values():
