@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
+import pytest
 import yaml
 
 from tfjob_operator.rules import kubeflow
@@ -66,3 +67,16 @@ def test_the_chief_writes_the_file_katibs_collector_reads():
     body = trial({"learningRate": "0.01", "batchSize": "32"})
     chief = body["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["containers"][0]
     assert str(options.parse(chief["args"]).metrics_file) == path
+
+
+@pytest.mark.parametrize(("experiment", "valid"), [("e" * 36, True), ("e" * 37, False)])
+def test_a_trials_name_is_the_experiments_and_nine_characters(experiment, valid):
+    """Katib names a trial's TFJob `<experiment>-<8 characters>`: with a Worker, the
+    Experiment's name may have 36 characters (docs/katib.md); one more fails every trial with
+    the limit named."""
+    body = trial({"learningRate": "0.01", "batchSize": "32"})
+    body["metadata"]["name"] = f"{experiment}-abcd1234"
+    view = JobView.from_body(body)
+    assert (view.spec is not None) == valid, view.problems
+    if not valid:
+        assert "52" in " ".join(view.problems), view.problems
