@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from tfjob_testbed.core.paths import ROOT, cache_dir
 
@@ -199,10 +199,16 @@ def stamped_build(name: str, key: str, tag: str, run_build: Callable[[], object]
 
 PROGRAM_CONTAINERFILE = """FROM {base}
 WORKDIR {workdir}
-COPY {name} {workdir}/{name}
+COPY {name} {path}
 USER {user}
-ENTRYPOINT ["{workdir}/{name}"]
+ENTRYPOINT ["{path}"]
 """
+
+
+def program_containerfile(base: str, name: str, workdir: str, user: str) -> str:
+    """The Containerfile of one program's image: in `workdir`, run as `user`."""
+    path = PurePosixPath(workdir, name)
+    return PROGRAM_CONTAINERFILE.format(base=base, workdir=workdir, name=name, path=path, user=user)
 
 
 def program_image(binary: Path, tag: str, workdir: str = "/", user: str = "0:0") -> BuiltImage:
@@ -211,9 +217,7 @@ def program_image(binary: Path, tag: str, workdir: str = "/", user: str = "0:0")
     while the binary, the layout and the base are unchanged."""
     name = binary.name
     stamp_name = tag.rsplit("/", 1)[-1].split(":", 1)[0]
-    containerfile = PROGRAM_CONTAINERFILE.format(
-        base=BASE_IMAGE, workdir=workdir.rstrip("/") or "", name=name, user=user
-    )
+    containerfile = program_containerfile(BASE_IMAGE, name, workdir, user)
     with locked():
         base = _ensure_base()
         digest = hashlib.sha256(f"program v1\0{tag}\0{image_id(base)}\0".encode())
