@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import yaml
 
-from tfjob_testbed.addons.leftovers import let_go, objects
+from tfjob_testbed.addons.leftovers import delete_all, let_go
+from tfjob_testbed.addons.target import Cluster
 from tfjob_testbed.core.gobuild import KATIB, ensure, module_source
 from tfjob_testbed.core.kube import wait_for
 from tfjob_testbed.images import podman
@@ -71,26 +71,6 @@ fi
 exec setpriv --reuid=postgres --regid=postgres --init-groups \\
     "$BIN/postgres" -D "$PGDATA" -c listen_addresses='*'
 """
-
-
-class Node(Protocol):
-    """A node of the cluster that Katib's images are imported into (`nodes.node.Node`)."""
-
-    def import_images(self, archives: list[Path]) -> None: ...
-
-
-class Cluster(Protocol):
-    """What Katib is installed on (`cluster.Cluster`); its node is None where the cluster is
-    elsewhere (kind) and loads the images itself."""
-
-    @property
-    def node(self) -> Node | None: ...
-
-    def kubectl(
-        self, *args: str, check: bool = True, input: str | None = None
-    ) -> subprocess.CompletedProcess[str]: ...
-
-    def get(self, *args: str) -> dict[str, Any]: ...
 
 
 def version() -> str:
@@ -214,13 +194,7 @@ def uninstall(cluster: Cluster, timeout: float = 300) -> None:
     namespace)."""
     kinds = list(CRDS)
     if cluster.get("crd", CRDS[0]):
-        for kind in kinds:
-            cluster.kubectl("delete", kind, "--all", "--all-namespaces", "--wait=false",
-                            check=False)  # fmt: skip
-        try:
-            wait_for(lambda: not objects(cluster, kinds), 120, "Katib's objects deleted")
-        except AssertionError:
-            let_go(cluster, kinds)
+        delete_all(cluster, kinds, 120)
     docs = adapt(manifests(cluster))
     cluster.kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-",
                     input=yaml.safe_dump_all(docs), check=False)  # fmt: skip

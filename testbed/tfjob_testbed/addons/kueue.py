@@ -12,15 +12,15 @@ Usage: ``python -m tfjob_testbed.addons.kueue`` builds the manager and its image
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import yaml
 
-from tfjob_testbed.addons.leftovers import let_go, objects
+from tfjob_testbed.addons.leftovers import delete_all, let_go
+from tfjob_testbed.addons.target import Cluster
 from tfjob_testbed.core.gobuild import KUEUE, ensure, module_source
 from tfjob_testbed.core.kube import wait_for
 from tfjob_testbed.images import podman
@@ -88,28 +88,6 @@ def chart_values(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     }
 
 
-class Node(Protocol):
-    """A node of the cluster that Kueue's image is imported into (`nodes.node.Node`)."""
-
-    def import_images(self, archives: list[Path]) -> None: ...
-
-
-class Cluster(Protocol):
-    """What Kueue is installed on (`cluster.Cluster`): kubectl and helm on it, and its node
-    here, or None where the cluster is elsewhere (kind) and pulls its images itself."""
-
-    @property
-    def node(self) -> Node | None: ...
-
-    def kubectl(
-        self, *args: str, check: bool = True, input: str | None = None
-    ) -> subprocess.CompletedProcess[str]: ...
-
-    def helm(self, *args: str) -> subprocess.CompletedProcess[str]: ...
-
-    def get(self, *args: str) -> dict[str, Any]: ...
-
-
 def install(cluster: Cluster, extra: dict[str, Any] | None = None, timeout: float = 300) -> None:
     """Kueue's chart on the bed's cluster (or upgraded to `extra`'s configuration), the image
     imported into the node's containerd; returns once its webhooks answer."""
@@ -154,13 +132,7 @@ def uninstall(cluster: Cluster, timeout: float = 300) -> None:
     keeps longer are let go), then the chart, with its webhooks and CRDs."""
     kinds = [f"{k}.{GROUP}" for k in (*NAMESPACED_KINDS, *CLUSTER_KINDS)]
     if cluster.get("crd", f"clusterqueues.{GROUP}"):
-        for kind in kinds:
-            cluster.kubectl("delete", kind, "--all", "--all-namespaces", "--wait=false",
-                            check=False)  # fmt: skip
-        try:
-            wait_for(lambda: not objects(cluster, kinds), 60, "Kueue's objects deleted")
-        except AssertionError:
-            let_go(cluster, kinds)  # held by a finalizer its manager keeps
+        delete_all(cluster, kinds, 60)
     cluster.helm("uninstall", RELEASE, "--namespace", NAMESPACE, "--ignore-not-found")
     cluster.kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=true",
                     f"--timeout={timeout:.0f}s", check=False)  # fmt: skip

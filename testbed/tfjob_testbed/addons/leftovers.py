@@ -4,17 +4,13 @@ finalizers only that manager would take off (it is gone, or will not)."""
 from __future__ import annotations
 
 import json
-import subprocess
-from typing import Any, Protocol
+from typing import Any
+
+from tfjob_testbed.addons.target import Cluster
+from tfjob_testbed.core.kube import wait_for
 
 
-class Kubectl(Protocol):
-    def kubectl(
-        self, *args: str, check: bool = True, input: str | None = None
-    ) -> subprocess.CompletedProcess[str]: ...
-
-
-def objects(cluster: Kubectl, kinds: list[str]) -> list[dict[str, Any]]:
+def objects(cluster: Cluster, kinds: list[str]) -> list[dict[str, Any]]:
     """The objects of these kinds (`plural.group`), in every namespace; none while a kind is
     unknown."""
     if not kinds:
@@ -23,7 +19,7 @@ def objects(cluster: Kubectl, kinds: list[str]) -> list[dict[str, Any]]:
     return json.loads(got.stdout).get("items", []) if got.returncode == 0 else []
 
 
-def let_go(cluster: Kubectl, kinds: list[str]) -> None:
+def let_go(cluster: Cluster, kinds: list[str]) -> None:
     """Takes every finalizer off the objects of these kinds."""
     for obj in objects(cluster, kinds):
         meta = obj["metadata"]
@@ -33,3 +29,15 @@ def let_go(cluster: Kubectl, kinds: list[str]) -> None:
         scope = ["-n", meta["namespace"]] if meta.get("namespace") else []
         cluster.kubectl("patch", ref, *scope, "--type=merge",
                         "-p", '{"metadata":{"finalizers":null}}', check=False)  # fmt: skip
+
+
+def delete_all(cluster: Cluster, kinds: list[str], timeout: float) -> None:
+    """Every object of these kinds deleted while their manager still runs and takes its
+    finalizers off; what is left after `timeout` (held by a finalizer it keeps) is let go."""
+    for kind in kinds:
+        cluster.kubectl("delete", kind, "--all", "--all-namespaces", "--wait=false",
+                        check=False)  # fmt: skip
+    try:
+        wait_for(lambda: not objects(cluster, kinds), timeout, f"{', '.join(kinds)} deleted")
+    except AssertionError:
+        let_go(cluster, kinds)
