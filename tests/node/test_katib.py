@@ -169,23 +169,20 @@ def assert_nothing_left(cluster: Cluster, name: str, namespace: str) -> None:
     wait_for(lambda: not left(), POD_WAIT, f"{name}'s trials and their children gone")
 
 
-@pytest.mark.smoke
-def test_a_sweep_of_kubeflow_tfjobs_finds_its_optimal_trial(
-    cluster: Cluster, trials_namespace: str
+@pytest.mark.parametrize(
+    ("name", "api_version", "algorithm"),
+    [
+        pytest.param("sweep-kubeflow", KUBEFLOW_API_VERSION, "random", marks=pytest.mark.smoke),
+        ("sweep-tfjob-dev", API_VERSION, "tpe"),
+    ],
+)
+def test_a_sweep_finds_its_optimal_trial(
+    cluster: Cluster, trials_namespace: str, name: str, api_version: str, algorithm: str
 ) -> None:
-    body = experiment("sweep-kubeflow", KUBEFLOW_API_VERSION, "random")
+    body = experiment(name, api_version, algorithm)
     exp, watch = run_sweep(cluster, body, trials_namespace)
     assert_sweep(cluster, body, exp, watch)
-    assert_nothing_left(cluster, "sweep-kubeflow", trials_namespace)
-
-
-def test_a_sweep_of_tfjob_dev_tfjobs_finds_its_optimal_trial(
-    cluster: Cluster, trials_namespace: str
-) -> None:
-    body = experiment("sweep-tfjob-dev", API_VERSION, "tpe")
-    exp, watch = run_sweep(cluster, body, trials_namespace)
-    assert_sweep(cluster, body, exp, watch)
-    assert_nothing_left(cluster, "sweep-tfjob-dev", trials_namespace)
+    assert_nothing_left(cluster, name, trials_namespace)
 
 
 @pytest.mark.parametrize("api_version", [KUBEFLOW_API_VERSION, API_VERSION])

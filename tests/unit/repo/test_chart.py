@@ -559,52 +559,37 @@ def test_kueue_value_adds_the_flag_and_only_the_rules_it_needs(helm, renders, ma
         assert role["rules"][-len(rbac.KUEUE_RULES) :] == rbac.KUEUE_RULES
 
 
-@pytest.mark.parametrize(
-    "account", [{}, {"serviceAccount": {"name": "kueue-cm", "namespace": "queues"}}]
-)
-def test_kueue_reads_tfjobs_as_its_webhooks_need(helm, renders, account):
+# The add-ons whose own ServiceAccount the chart grants access to: values key -> (the
+# ClusterRole's name suffix, its rules, the account their own manifests name, the plain
+# manifests' file).
+ADDON_ACCESS = {
+    # Kueue's webhooks read the TFJobs that own our children.
+    "kueue": ("kueue-reader", rbac.KUEUE_READER_RULES,
+              ("kueue-controller-manager", "kueue-system"), "kueue/rbac.yaml"),
+    # Katib runs trials that are our TFJobs, and reads the StatefulSets between.
+    "katib": ("katib", rbac.KATIB_RULES,
+              ("katib-controller", "kubeflow"), "katib/rbac.yaml"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("addon", ADDON_ACCESS)
+@pytest.mark.parametrize("account", [{}, {"serviceAccount": {"name": "sa", "namespace": "ns"}}])
+def test_an_addons_own_account_gets_its_access_only_when_enabled(helm, renders, addon, account):
     """With kueue.enabled, Kueue's own ServiceAccount may read TFJobs (files/kueue-reader-
-    rules.yaml), as manifests/kueue/rbac.yaml grants it; without it, nothing of the kind."""
-    name = f"{FULLNAME}-kueue-reader"
+    rules.yaml); with katib.enabled, Katib's gets files/katib-rules.yaml; each as the plain
+    manifests grant it (manifests/<addon>/rbac.yaml); without it, nothing of the kind."""
+    suffix, rules, (default_name, default_namespace), plain_file = ADDON_ACCESS[addon]
+    name = f"{FULLNAME}-{suffix}"
     assert find(renders["default"], "ClusterRole", name) == []
-    docs = template(helm, {"kueue": {"enabled": True, **account}})
-    assert one(docs, "ClusterRole", name)["rules"] == rbac.KUEUE_READER_RULES
+    docs = template(helm, {addon: {"enabled": True, **account}})
+    assert one(docs, "ClusterRole", name)["rules"] == rules
     binding = one(docs, "ClusterRoleBinding", name)
     assert binding["roleRef"]["name"] == name
-    want = account.get("serviceAccount") or {
-        "name": rbac.KUEUE_SERVICE_ACCOUNT,
-        "namespace": rbac.KUEUE_NAMESPACE,
-    }
+    want = account.get("serviceAccount") or {"name": default_name, "namespace": default_namespace}
     assert binding["subjects"] == [{"kind": "ServiceAccount", **want}]
-    plain = yaml.safe_load_all((ROOT / "manifests" / "kueue" / "rbac.yaml").read_text())
+    plain = yaml.safe_load_all((ROOT / "manifests" / plain_file).read_text())
     by_kind = {(d["kind"], d["metadata"]["name"]): d for d in plain if d}
-    reader = f"{FULLNAME}-kueue-reader"
-    assert by_kind[("ClusterRole", reader)]["rules"] == rbac.KUEUE_READER_RULES
-    assert by_kind[("ClusterRoleBinding", reader)]["subjects"] == [
-        {"kind": "ServiceAccount", "name": "kueue-controller-manager", "namespace": "kueue-system"}
-    ]
-
-
-@pytest.mark.parametrize(
-    "account", [{}, {"serviceAccount": {"name": "katib-ctl", "namespace": "hpo"}}]
-)
-def test_katib_runs_trials_of_tfjobs_with_katib_enabled(helm, renders, account):
-    """With katib.enabled, Katib's own ServiceAccount gets files/katib-rules.yaml, as
-    manifests/katib/rbac.yaml grants it; without it, nothing of the kind."""
-    name = f"{FULLNAME}-katib"
-    assert find(renders["default"], "ClusterRole", name) == []
-    docs = template(helm, {"katib": {"enabled": True, **account}})
-    assert one(docs, "ClusterRole", name)["rules"] == rbac.KATIB_RULES
-    binding = one(docs, "ClusterRoleBinding", name)
-    assert binding["roleRef"]["name"] == name
-    want = account.get("serviceAccount") or {
-        "name": rbac.KATIB_SERVICE_ACCOUNT,
-        "namespace": rbac.KATIB_NAMESPACE,
-    }
-    assert binding["subjects"] == [{"kind": "ServiceAccount", **want}]
-    plain = yaml.safe_load_all((ROOT / "manifests" / "katib" / "rbac.yaml").read_text())
-    by_kind = {(d["kind"], d["metadata"]["name"]): d for d in plain if d}
-    assert by_kind[("ClusterRole", name)]["rules"] == rbac.KATIB_RULES
+    assert by_kind[("ClusterRole", name)]["rules"] == rules
     assert by_kind[("ClusterRoleBinding", name)]["subjects"] == [
-        {"kind": "ServiceAccount", "name": "katib-controller", "namespace": "kubeflow"}
+        {"kind": "ServiceAccount", "name": default_name, "namespace": default_namespace}
     ]

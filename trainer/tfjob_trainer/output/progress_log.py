@@ -34,6 +34,10 @@ class Progress:
     # Appended at each report, in the `name=value` text Katib's collectors parse by default.
     metrics_file: Path | None = None
 
+    def __post_init__(self) -> None:
+        if self.metrics_file is not None:
+            self.metrics_file.parent.mkdir(parents=True, exist_ok=True)
+
     def steady_examples_per_sec(self) -> float | None:
         """Throughput after the first report: without start-up, tracing and compilation."""
         if self.first_report is None or self.last_step <= self.first_report[0]:
@@ -61,7 +65,6 @@ class Progress:
         else:
             print(f"step {step}, loss = {loss:.2f}", flush=True)
         if self.metrics_file is not None:
-            self.metrics_file.parent.mkdir(parents=True, exist_ok=True)
             with self.metrics_file.open("a") as out:
                 out.write(metrics_line(step, loss, metrics) + "\n")
         if self.writer is not None:

@@ -50,3 +50,9 @@ def test_the_flag_names_the_file(tmp_path):
     assert options.parse([]).metrics_file is None
     got = options.parse([f"--metrics-file={tmp_path}/m.log"]).metrics_file
     assert got == tmp_path / "m.log"
+
+
+def test_the_files_directory_is_made(tmp_path):
+    path = tmp_path / "not" / "yet" / "metrics.log"
+    Progress(None, 32, 0, metrics_file=path).report(20, 0.75, {})
+    assert path.read_text() == "step=20 loss=0.75\n"
