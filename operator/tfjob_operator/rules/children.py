@@ -326,10 +326,32 @@ def checkpoint_mount(job: JobRef, spec: TFJobSpec, rt: ReplicaType) -> tuple[str
     return claim, spec.checkpoint.mount_path
 
 
+def spec_hash(job: JobRef, spec: TFJobSpec, rt: ReplicaType) -> str:
+    """A hash of what the user wrote that shapes a replica type's pod template: its own
+    template, every replica type's count and port (TF_CONFIG), the checkpoint, the grace
+    period and dynamic workers. What the operator adds on its own (its env, labels, a gang
+    scheduler, the cluster domain) is left out: a new operator version that renders a pod
+    differently changes no pod's hash, and so restarts no running pod (`lifecycle.restart`).
+    """
+    inputs = {
+        "job": job.name,
+        "type": rt.value,
+        "template": spec.replicas()[rt].template,
+        "replicas": {t.value: rs.replicas for t, rs in spec.replicas().items()},
+        "ports": {t.value: port for t, port in replica_ports(spec).items()},
+        "checkpoint": checkpoint_mount(job, spec, rt),
+        "grace": spec.run_policy.termination_grace_period_seconds,
+        "dynamic": spec.enable_dynamic_worker,
+    }
+    text = json.dumps(inputs, sort_keys=True, separators=(",", ":"))
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
 def pod_templates(
     job: JobRef, spec: TFJobSpec, cluster_domain: str, gang: Gang | None = None
 ) -> dict[ReplicaType, dict[str, Any]]:
-    """Each replica type's pod template as the operator renders it, before any placement."""
+    """Each replica type's pod template as the operator renders it, before any placement,
+    with its `spec_hash`."""
     cluster = cluster_for(job, spec, cluster_domain)
     ports = replica_ports(spec)
     templates = {}
@@ -349,6 +371,11 @@ def pod_templates(
         )
         if gang is not None:
             join(gang, job.name, template)
+        meta = template["metadata"]
+        meta["annotations"] = {
+            **(meta.get("annotations") or {}),
+            naming.ANNOTATION_SPEC_HASH: spec_hash(job, spec, rt),
+        }
         templates[rt] = template
     return templates
 

@@ -25,6 +25,9 @@ FIELD_MANAGER = "tfjob-operator"
 # A hash of a StatefulSet as the operator built it: after a start, it tells a child the job's
 # spec changed from one it is about to apply again (`children.stamped`).
 ANNOTATION_BUILT = f"{GROUP}/built"
+# On a pod template, and so on its pods: a hash of what the user wrote that shaped it
+# (`children.spec_hash`). A pod rolls only when that changes (`lifecycle.restart`).
+ANNOTATION_SPEC_HASH = f"{GROUP}/spec-hash"
 CHECKPOINT_VOLUME = "tfjob-checkpoints"
 
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")

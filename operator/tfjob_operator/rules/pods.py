@@ -84,8 +84,10 @@ class PodObservation:
     # DisruptionTarget condition's "reason: message", e.g. a drain's EvictionByEvictionAPI).
     deleted_at: datetime | None = None
     disruption: str = ""
-    # The revision of its StatefulSet's template it was made from (`lifecycle.restart`).
+    # The revision of its StatefulSet's template it was made from, and that template's
+    # `children.spec_hash` ("" for a pod made before the operator wrote one).
     revision: str = ""
+    spec_hash: str = ""
 
     @property
     def up(self) -> bool:
@@ -215,4 +217,5 @@ def observe(pod: dict[str, Any]) -> PodObservation | None:
         deleted_at=_deleted_at(meta) if deleting else None,
         disruption=_disruption(pod) if deleting else "",
         revision=labels.get(naming.LABEL_REVISION, ""),
+        spec_hash=(meta.get("annotations") or {}).get(naming.ANNOTATION_SPEC_HASH, ""),
     )

@@ -32,6 +32,8 @@ class StatefulSetObservation:
     update_revision: str = ""
     # The hash of the StatefulSet as the operator last applied it (`children.built_hash`).
     built: str = ""
+    # Its pod template's `children.spec_hash`: a pod with another one rolls.
+    spec_hash: str = ""
 
     @property
     def settled(self) -> bool:
@@ -44,17 +46,19 @@ def observe_statefulset(body: dict[str, Any]) -> StatefulSetObservation | None:
     meta = body.get("metadata") or {}
     if (meta.get("labels") or {}).get(naming.LABEL_MANAGED_BY) != naming.MANAGED_BY:
         return None
-    replicas = (body.get("spec") or {}).get("replicas")
+    spec = body.get("spec") or {}
+    template_meta = (spec.get("template") or {}).get("metadata") or {}
     status = body.get("status") or {}
     return StatefulSetObservation(
         meta.get("name", ""),
         meta.get("uid", ""),
-        int(replicas or 0),
+        int(spec.get("replicas") or 0),
         kueue.statefulset_takeover(body),
         generation=int(meta.get("generation") or 0),
         observed_generation=int(status.get("observedGeneration") or 0),
         update_revision=status.get("updateRevision") or "",
         built=(meta.get("annotations") or {}).get(naming.ANNOTATION_BUILT, ""),
+        spec_hash=(template_meta.get("annotations") or {}).get(naming.ANNOTATION_SPEC_HASH, ""),
     )
 
 

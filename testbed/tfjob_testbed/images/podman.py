@@ -27,7 +27,7 @@ import tarfile
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -225,15 +225,45 @@ def program_image(binary: Path, tag: str, workdir: str = "/", user: str = "0:0")
         digest.update(hashlib.sha256(binary.read_bytes()).digest())
 
         def run_build() -> None:
-            with tempfile.TemporaryDirectory() as context:
-                (Path(context) / name).write_bytes(binary.read_bytes())
-                (Path(context) / name).chmod(0o755)
-                (Path(context) / "Containerfile").write_text(containerfile)
-                run(
-                    "build", "--file", str(Path(context) / "Containerfile"), "--pull=never",
-                    "--network=none", *ULIMITS, "--tag", tag, context,
-                    log=images_dir() / "logs" / f"build-{stamp_name}.log",
-                )  # fmt: skip
+            _build_context(containerfile, {name: (binary.read_bytes(), 0o755)}, tag, stamp_name)
+
+        built = stamped_build(stamp_name, digest.hexdigest(), tag, run_build)
+        return BuiltImage((tag,), built, _archive(built))
+
+
+def _build_context(
+    containerfile: str, files: Mapping[str, tuple[bytes, int]], tag: str, log_name: str
+) -> None:
+    """Build `containerfile` under `tag` in a context of `files` (name -> (bytes, mode)), with
+    no network and no pull: from images the bed has."""
+    with tempfile.TemporaryDirectory() as context:
+        for file_name, (data, mode) in files.items():
+            (Path(context) / file_name).write_bytes(data)
+            (Path(context) / file_name).chmod(mode)
+        (Path(context) / "Containerfile").write_text(containerfile)
+        run(
+            "build", "--file", str(Path(context) / "Containerfile"), "--pull=never",
+            "--network=none", *ULIMITS, "--tag", tag, context,
+            log=images_dir() / "logs" / f"build-{log_name}.log",
+        )  # fmt: skip
+
+
+def derived_image(image: str, tag: str, files: Mapping[str, str]) -> BuiltImage:
+    """`image` (built by the bed) with text `files` added at their absolute paths, readable
+    by all, under `tag`, saved for `ctr images import`: another build of a project image, as a
+    test needs one (an operator that renders pods otherwise). Cached on its inputs."""
+    stamp_name = tag.rsplit("/", 1)[-1].replace(":", "-")
+    lines = [f"FROM {image}"]
+    lines += [f"COPY f{i} {dest}" for i, dest in enumerate(files)]
+    containerfile = "\n".join(lines) + "\n"
+    with locked():
+        digest = hashlib.sha256(f"derived v1\0{tag}\0{image_id(image)}\0".encode())
+        digest.update(containerfile.encode())
+        digest.update(json.dumps(dict(files), sort_keys=True).encode())
+
+        def run_build() -> None:
+            context = {f"f{i}": (text.encode(), 0o644) for i, text in enumerate(files.values())}
+            _build_context(containerfile, context, tag, stamp_name)
 
         built = stamped_build(stamp_name, digest.hexdigest(), tag, run_build)
         return BuiltImage((tag,), built, _archive(built))

@@ -9,6 +9,13 @@ old revision, of every replica type, in one reconcile instead: every task gets S
 same moment (the trainer saves the step it is on), and the new pods start together, with the
 new cluster, from that checkpoint.
 
+Only a change of the user's makes pods roll: the job's spec (a resize, a new image, a new env).
+Each template carries a hash of what the user wrote that shaped it (`children.spec_hash`); a
+pod whose template has the current hash stays, even off the current revision. A revision that
+comes only from a new operator version (one more env var, a new label) so reaches each pod at
+its next start, and an upgrade of the operator restarts no running job. A pod made before
+templates carried the hash rolls, as any pod did before.
+
 It judges only from what it knows for sure: each StatefulSet's current revision is the one its
 controller gives new pods (`status.updateRevision`) once that controller has seen its newest
 spec (`status.observedGeneration`), and only once the operator's view holds every StatefulSet
@@ -54,8 +61,16 @@ class Restart:
         return caused(self.cause, self.message, now)
 
 
-def revisions(job: str, spec: TFJobSpec, seen: Observation) -> dict[ReplicaType, str] | None:
-    """Each replica type's current template revision; None while any is not known for sure:
+@dataclass(frozen=True)
+class Template:
+    """A replica type's current pod template: its revision and its `children.spec_hash`."""
+
+    revision: str
+    spec_hash: str
+
+
+def revisions(job: str, spec: TFJobSpec, seen: Observation) -> dict[ReplicaType, Template] | None:
+    """Each replica type's current template; None while any is not known for sure:
     a StatefulSet the view shows older than the operator last applied it, or missing, or one
     that Kubernetes' StatefulSet controller has not caught up with."""
     by_name = {s.name: s for s in seen.statefulsets}
@@ -68,20 +83,24 @@ def revisions(job: str, spec: TFJobSpec, seen: Observation) -> dict[ReplicaType,
         s = by_name.get(naming.replica_name(job, rt))
         if s is None or not s.settled or not s.update_revision:
             return None
-        current[rt] = s.update_revision
+        current[rt] = Template(s.update_revision, s.spec_hash)
     return current
 
 
-def _outdated(pod: PodObservation, current: Mapping[ReplicaType, str]) -> bool:
-    revision = current.get(pod.replica_type)
-    return bool(pod.revision) and revision is not None and pod.revision != revision
+def _outdated(pod: PodObservation, current: Mapping[ReplicaType, Template]) -> bool:
+    """Whether the pod is off its current template for a change of the user's."""
+    now = current.get(pod.replica_type)
+    if now is None or not pod.revision or pod.revision == now.revision:
+        return False
+    return not pod.spec_hash or pod.spec_hash != now.spec_hash
 
 
 def restart(job: str, spec: TFJobSpec, seen: Observation) -> Restart | None:
-    """Every pod of the job that is not on its StatefulSet's current revision, none already
-    being deleted, none on a node that stopped answering (`nodelost` deletes those); None
-    when there is none, or while the revisions are not known for sure (`revisions`). Only
-    for a job that runs: a finished or suspended one has no pod to restart."""
+    """Every pod of the job that a change of the user's left off its StatefulSet's current
+    revision (`_outdated`), none already being deleted, none on a node that stopped
+    answering (`nodelost` deletes those); None when there is none, or while the revisions
+    are not known for sure (`revisions`). Only for a job that runs: a finished or suspended
+    one has no pod to restart."""
     current = revisions(job, spec, seen)
     if current is None:
         return None
@@ -104,7 +123,7 @@ def restart(job: str, spec: TFJobSpec, seen: Observation) -> Restart | None:
 def _old_counts(
     new: Mapping[ReplicaType, int],
     pods: Sequence[PodObservation],
-    current: Mapping[ReplicaType, str],
+    current: Mapping[ReplicaType, Template],
 ) -> dict[ReplicaType, int]:
     """Each replica type's replica count before the change, as its pods of an old revision
     show it (those past a smaller count are still going away as the restart begins); the
@@ -122,7 +141,7 @@ def restarting(job: str, seen: Observation) -> frozenset[str]:
     code (a program that does not save on SIGTERM exits 143, or 137 once killed), and count
     as no failure."""
     current = {
-        rt: s.update_revision
+        rt: Template(s.update_revision, s.spec_hash)
         for rt in ReplicaType
         for s in seen.statefulsets
         if s.name == naming.replica_name(job, rt) and s.update_revision

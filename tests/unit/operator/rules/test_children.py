@@ -10,6 +10,7 @@ from tfjob_operator.api.spec import ReplicaType as RT
 from tfjob_operator.api.spec import parse_spec
 from tfjob_operator.rules import naming, tfconfig
 from tfjob_operator.rules.children import JobRef, built_hash, check_additions, desired_children
+from tfjob_operator.rules.gang import Gang, Scheduler
 from tfjob_testbed.core.jobs import template, tfjob
 
 JOB = JobRef("mnist", "ml", "uid-1")
@@ -147,7 +148,10 @@ def test_user_template_is_kept_and_only_extended():
     objs = children(body)
     sts = by("StatefulSet", objs)["mnist-worker"]
     pod = sts["spec"]["template"]
-    assert pod["metadata"]["annotations"] == {"x": "y"}
+    assert pod["metadata"]["annotations"] == {
+        "x": "y",
+        "tfjob.dev/spec-hash": pod["metadata"]["annotations"]["tfjob.dev/spec-hash"],
+    }
     assert pod["metadata"]["labels"]["team"] == "a"
     for key in ("nodeSelector", "tolerations", "affinity", "securityContext"):
         assert pod["spec"][key] == tpl["spec"][key]
@@ -305,3 +309,63 @@ def test_each_statefulset_is_stamped_with_a_hash_of_itself_as_built():
     assert edited["mnist-ps"] == first["mnist-ps"]
     assert edited["mnist-worker"] != first["mnist-worker"]
     assert _stamps(body, scaled_down=True)["mnist-ps"] != first["mnist-ps"]
+
+
+def _worker(body):
+    return body["spec"]["tfReplicaSpecs"]["Worker"]
+
+
+def _image(body):
+    _worker(body)["template"]["spec"]["containers"][0]["image"] = "trainer:2"
+
+
+def _ttl(body):
+    body["spec"]["runPolicy"] = {"ttlSecondsAfterFinished": 60, "backoffLimit": 9}
+
+
+def _workers(body):
+    _worker(body)["replicas"] = 3
+
+
+def _grace(body):
+    body["spec"]["runPolicy"] = {"terminationGracePeriodSeconds": 30}
+
+
+def _checkpoint(body):
+    body["spec"]["checkpoint"] = {"claimName": "ckpt"}
+
+
+def _hashes(body, domain="cluster.local", gang=None):
+    objs = desired_children(JOB, parse_spec(body["spec"]), domain, gang=gang)
+    return {
+        name: s["spec"]["template"]["metadata"]["annotations"][naming.ANNOTATION_SPEC_HASH]
+        for name, s in by("StatefulSet", objs).items()
+    }
+
+
+@pytest.mark.parametrize(
+    ("edit", "domain", "gang", "rolled"),
+    [
+        pytest.param(None, "cluster.local", None, set(), id="same-spec"),
+        pytest.param(_image, "cluster.local", None, {"mnist-worker"}, id="a-workers-image"),
+        pytest.param(_workers, "cluster.local", None, {"mnist-ps", "mnist-worker"}, id="resize"),
+        pytest.param(_grace, "cluster.local", None, {"mnist-ps", "mnist-worker"}, id="grace"),
+        pytest.param(_checkpoint, "cluster.local", None, {"mnist-worker"}, id="checkpoint"),
+        pytest.param(_ttl, "cluster.local", None, set(), id="run-policy-no-pod-reads"),
+        # The operator's own settings: a new rendering, no user change.
+        pytest.param(None, "example.org", None, set(), id="operator-cluster-domain"),
+        pytest.param(
+            None, "cluster.local", Gang(Scheduler.VOLCANO), set(), id="operator-gang-scheduler"
+        ),
+    ],
+)
+def test_the_spec_hash_changes_with_what_the_user_wrote_into_a_pod_only(edit, domain, gang, rolled):
+    """A pod rolls when its template's spec hash changes (`lifecycle.restart`): for a change
+    of the user's that reaches its replica type's pods, not for the operator's own."""
+    body = tfjob(replicas={"PS": 1, "Worker": 2})
+    before = _hashes(body)
+    if edit is not None:
+        edit(body)
+    after = _hashes(body, domain, gang)
+    assert {name for name in before if before[name] != after[name]} == rolled
+    assert set(after) == {"mnist-ps", "mnist-worker"} and len(set(after.values())) == 2

@@ -24,10 +24,13 @@ from tfjob_testbed.core.jobs import pod, tfjob
 OLD, NEW = "old", "new"  # revision suffixes: <job>-<type>-old, <job>-<type>-new
 
 
-def on(rt, i, rev, **kw):
-    """Pod `i` of replica type `rt` (lower case), made from revision `rev` of its StatefulSet."""
+def on(rt, i, rev, spec_hash="", **kw):
+    """Pod `i` of replica type `rt` (lower case), made from revision `rev` of its StatefulSet,
+    whose template had `spec_hash` (none: made before templates carried one)."""
     body = pod("j", rt, i, **kw)
     body["metadata"]["labels"]["controller-revision-hash"] = f"j-{rt}-{rev}"
+    if spec_hash:
+        body["metadata"]["annotations"] = {"tfjob.dev/spec-hash": spec_hash}
     return body
 
 
@@ -47,7 +50,7 @@ def lost(body):
     return body
 
 
-def sts(rt, rev=NEW, generation=2, observed=2, replicas=1):
+def sts(rt, rev=NEW, generation=2, observed=2, replicas=1, spec_hash="h2"):
     return StatefulSetObservation(
         f"j-{rt}",
         f"uid-{rt}",
@@ -55,6 +58,7 @@ def sts(rt, rev=NEW, generation=2, observed=2, replicas=1):
         generation=generation,
         observed_generation=observed,
         update_revision=f"j-{rt}-{rev}",
+        spec_hash=spec_hash,
     )
 
 
@@ -169,6 +173,30 @@ CASES = [
         ["j-chief-0"],
         id="only-the-types-whose-template-changed",
     ),
+    pytest.param(
+        PS_WORKER,
+        [on("ps", 0, OLD, "h2"), *(on("worker", i, OLD, "h2") for i in range(3))],
+        SETS,
+        {},
+        [],
+        id="a-new-operator-version-alone-rolls-no-pod",
+    ),
+    pytest.param(
+        PS_WORKER,
+        [on("ps", 0, OLD, "h1"), *(on("worker", i, OLD, "h1") for i in range(3))],
+        SETS,
+        {},
+        ["j-ps-0", "j-worker-0", "j-worker-1", "j-worker-2"],
+        id="a-change-of-the-users-rolls-every-pod",
+    ),
+    pytest.param(
+        PS_WORKER,
+        [on("ps", 0, OLD, "h2"), on("worker", 0, OLD, "h1"), on("worker", 1, NEW, "h2")],
+        SETS,
+        {},
+        ["j-worker-0"],
+        id="only-the-pods-whose-users-part-changed",
+    ),
 ]
 
 
@@ -227,6 +255,8 @@ def test_the_exits_of_pods_deleted_off_an_old_revision_are_the_restarts():
         deleting(on("ps", 0, OLD, state="terminated", exit_code=143)),
         deleting(on("worker", 0, NEW)),  # deleted by hand: its exit is its own
         on("worker", 1, OLD),  # not deleted yet
+        # Off an old revision for a new operator version only: not the operator's restart.
+        deleting(on("worker", 2, OLD, "h2")),
     ]
     assert restarting("j", seen(spec, pods, SETS)) == {"j-ps-0"}
 
