@@ -1,8 +1,9 @@
 """Day two on the real node: an upgrade of the operator to a build that renders pods otherwise
-(one more env var) restarts no pod of a running job; the new template reaches a pod at its
-next start, and the job ends at its exact target with no failure or restart counted.
+(one more env var) restarts no pod of a running job, the new template reaching a pod at its
+next start; and a task held inside TensorFlow's strategy setup, where no Python runs, leaves
+within seconds of its pod's deletion, not at its grace period's end.
 
-Prints one `CHAOS` line, as tests/node/test_stops.py does, for docs/lifecycle.md's table."""
+Each prints one `CHAOS` line, as tests/node/test_stops.py does, for docs/lifecycle.md."""
 
 from __future__ import annotations
 
@@ -11,7 +12,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.node.helpers import POD_WAIT, STEP, helm_operator, newest_step, pod
+from tests.node.helpers import (
+    POD_WAIT,
+    STEP,
+    fast_job,
+    follow,
+    helm_operator,
+    newest_step,
+    pod,
+)
 from tests.node.test_stops import JOB, TARGET, _pods, finish, report, start
 from tfjob_testbed.cluster import Cluster
 from tfjob_testbed.core.kube import wait_for
@@ -99,3 +108,65 @@ def test_an_operator_upgrade_restarts_no_pod(
         k: v for k, v in before.items() if k != WORKER
     }
     finish(run, TARGET)
+
+
+# A peer that answers TCP and never speaks: TensorFlow's setup waits on it inside C++. It
+# leaves on SIGTERM at once.
+SILENT_PEER = (
+    "import signal, socket, sys, time\n"
+    "signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))\n"
+    "server = socket.create_server(('', 2222), backlog=64)\n"
+    "time.sleep(86400)\n"
+)
+HELD = "held"
+HELD_CHIEF = f"{HELD}-chief-0"
+HELD_GRACE = 120  # what a held task kept its pod for, before
+
+
+@pytest.mark.smoke
+def test_a_task_held_in_its_strategys_setup_leaves_within_seconds(
+    cluster: Cluster, namespace: str
+) -> None:
+    job = fast_job(HELD, "mnist-sync")
+    specs = job["spec"]["tfReplicaSpecs"]
+    chief = specs["Worker"]
+    specs["Chief"] = {**chief, "replicas": 1}
+    worker = chief["template"]["spec"]["containers"][0]
+    specs["Worker"] = {
+        "replicas": 1,
+        "restartPolicy": "OnFailure",
+        "template": {"spec": {"containers": [
+            {**worker, "command": ["python", "-c", SILENT_PEER], "args": []}
+        ]}},
+    }  # fmt: skip
+    job["spec"]["runPolicy"]["terminationGracePeriodSeconds"] = HELD_GRACE
+    cluster.apply(job, namespace)
+    log = follow(cluster, HELD_CHIEF, namespace)
+    log.until(lambda t: "start-up:" in t, "the chief past its start")
+    # Inside the setup once its own gRPC server serves: and held there by the silent peer.
+    wait_for(lambda: _serves(cluster, namespace), POD_WAIT, "the chief's server up")
+    uid = pod(cluster, HELD_CHIEF, namespace)["metadata"]["uid"]
+
+    deleted = time.monotonic()
+    cluster.kubectl("delete", "pod", HELD_CHIEF, "-n", namespace, "--wait=false")
+    ended = log.wait(POD_WAIT)
+    wait_for(lambda: not _exists(cluster, namespace, uid), 30, "the chief's pod gone", interval=0.1)
+    gone = time.monotonic() - deleted
+    assert "did not leave within" in ended, ended[-3000:]
+    assert gone < 5, gone
+    status = cluster.tfjob_status(HELD, namespace)
+    assert not status.get("failure") and status.get("restarts", 0) == 0, status
+    report("the chief deleted while held in its strategy's setup", 0, 0, gone)
+
+
+def _serves(cluster: Cluster, namespace: str) -> bool:
+    probe = "import socket; socket.create_connection(('127.0.0.1', 2222), timeout=1)"
+    done = cluster.kubectl(
+        "exec", HELD_CHIEF, "-n", namespace, "--", "python", "-c", probe, check=False
+    )
+    return done.returncode == 0
+
+
+def _exists(cluster: Cluster, namespace: str, uid: str) -> bool:
+    pods = cluster.get("pods", "-n", namespace, "-l", f"tfjob.dev/job-name={HELD}")["items"]
+    return any(p["metadata"]["uid"] == uid for p in pods)

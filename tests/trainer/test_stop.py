@@ -7,12 +7,14 @@ from __future__ import annotations
 import random
 import re
 import signal
+import socket
 import time
 from pathlib import Path
 
 import pytest
 
 from tfjob_protocol.stop import EXIT_STOPPED, saved_step
+from tfjob_testbed.core.kube import wait_for
 from tfjob_testbed.project.launcher import Job
 from tfjob_trainer.runtime.exit_codes import EXIT_PEER_LOST
 
@@ -62,7 +64,7 @@ def test_sigterm_at_a_random_step_saves_it_and_a_restart_resumes_there(make_job,
     chief = chief_of(replicas)
     reached = wait_for_step(job, chief, random.randint(60, 600))
     for name in job.procs:
-        job.kill(name, signal.SIGTERM)
+        job.kill(name, signal.SIGTERM, group=False)  # the task's supervisor, as the kubelet does
     deadline = time.monotonic() + 60
     for name in job.procs:
         proc = job.wait(name, max(1.0, deadline - time.monotonic()))
@@ -120,3 +122,35 @@ def test_a_worker_stopped_alone_leaves_and_the_chief_trains_on(make_job):
     assert job.procs["chief-0"].popen.poll() is None, job.procs["chief-0"].tail()
     reached = wait_for_step(job, "chief-0", 0)
     wait_for_step(job, "chief-0", reached + 100)  # on the other worker alone
+
+
+def test_a_task_held_in_its_strategys_setup_leaves_within_seconds(make_job):
+    """SIGTERM to a task held inside TensorFlow, where no Python runs: a multi-worker-mirrored
+    worker whose peer answers TCP but never speaks (a peer going away). Its supervisor kills it
+    and it leaves as stopped, with nothing saved, instead of at the grace period's end."""
+    job = make_job({"worker": 2}, "--strategy=multi-worker-mirrored", "--steps=100")
+    host, port = job.cluster["worker"][1].rsplit(":", 1)
+    with socket.create_server((host, int(port))):
+        job.start("worker", 0)
+        job.wait_for_line("worker-0", "start-up:", 120)
+        # Inside the setup once its own gRPC server serves; and held there.
+        own = job.cluster["worker"][0].rsplit(":", 1)
+        wait_for(lambda: _accepts(own[0], int(own[1])), 60, "worker-0's server up")
+        assert job.procs["worker-0"].popen.poll() is None, job.procs["worker-0"].tail()
+        signalled = time.monotonic()
+        job.kill("worker-0", signal.SIGTERM, group=False)
+        proc = job.wait("worker-0", 30)
+    left = time.monotonic() - signalled
+    assert proc.popen.returncode == EXIT_STOPPED, proc.tail()
+    assert left < 5, left
+    assert "did not leave within" in proc.output(), proc.tail()
+    assert saved_step(job.termination_log("worker-0").read_text()) is None
+    assert "Traceback" not in proc.output(), proc.tail()
+
+
+def _accepts(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False

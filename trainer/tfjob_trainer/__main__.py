@@ -9,7 +9,6 @@ anything else is a runtime failure.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import importlib.util
 import logging
 import os
@@ -27,9 +26,17 @@ from . import STARTED, TaskFailed, UsageError, config, options
 from .output.task_result import line
 from .runtime.exit_codes import EXIT_CONFIG, EXIT_PEER_LOST, exit_now
 from .runtime.stopping import STOP, leave
+from .runtime.supervisor import parent_death_signal, supervised
 from .strategies import registry
 
 log = logging.getLogger("tfjob_trainer")
+
+
+def entry() -> int:
+    """The command: this task under a supervisor of its own (`runtime.supervisor`), so that a
+    stop ends it within seconds even where TensorFlow holds it."""
+    follow_local_parent()
+    return supervised(main)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,7 +44,6 @@ def main(argv: list[str] | None = None) -> int:
     # stop (`runtime.stopping`). As PID 1 of a container the trainer would otherwise ignore
     # SIGTERM until SIGKILL.
     STOP.arm()
-    follow_local_parent()
     # Our own lines at INFO; TensorFlow's chatter only from WARNING up.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
     log.setLevel(logging.INFO)
@@ -94,8 +100,7 @@ def follow_local_parent() -> None:
     parent = os.environ.get(ENV_LOCAL_PARENT, "")
     if not parent.isdigit() or os.getppid() != int(parent) or not sys.platform.startswith("linux"):
         return
-    pr_set_pdeathsig = 1
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    parent_death_signal(signal.SIGTERM)
     if os.getppid() != int(parent):  # it died before prctl took hold
         log.info("stopped: the local runner is gone")
         leave(None)
@@ -268,4 +273,4 @@ def _hidden(module: str) -> Iterator[None]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

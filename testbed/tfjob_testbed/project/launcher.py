@@ -170,11 +170,12 @@ class Job:
                 raise AssertionError(f"{name} did not print {text!r} in {timeout}s")
             time.sleep(0.1)
 
-    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
-        """Signal a task's process group; a SIGKILL also waits for the exit."""
+    def kill(self, name: str, sig: int = signal.SIGKILL, group: bool = True) -> None:
+        """Signal a task's process group, or its first process alone as the kubelet signals a
+        container's PID 1 (`group` False); a SIGKILL also waits for the exit."""
         proc = self.procs[name]
         if proc.popen.poll() is None:
-            os.killpg(proc.popen.pid, sig)
+            (os.killpg if group else os.kill)(proc.popen.pid, sig)
             if sig == signal.SIGKILL:
                 proc.popen.wait(30)
 

@@ -2,7 +2,8 @@
 ends a task only once the job's state is saved, at the step it is on.
 
 Until a training loop says it saves (`STOP.defer()`), SIGTERM ends the task at once: nothing
-of this task's is lost. Afterwards the handler only sets a flag; the loop reads it at its next
+of this task's is lost; where TensorFlow holds the task and no Python runs, its supervisor
+ends it (`supervisor`), which `defer` tells that the task now saves. Afterwards the handler only sets a flag; the loop reads it at its next
 step boundary, saves, and calls `leave(step)`. Serving tasks keep serving until the chief,
 which saves from them, is gone, or until the pod's grace period nearly ends
 (`ENV_GRACE_PERIOD`): parameter servers, which hold the variables, and for a short while the
@@ -46,6 +47,11 @@ class StopRequest:
         self.event = threading.Event()
         self.at: float | None = None  # time.monotonic() at the signal
         self.saving = False
+        self.supervisor: int | None = None  # a pipe to this task's supervisor, if any
+
+    def report_saves_to(self, fd: int) -> None:
+        """Tell the supervisor (`supervisor`), through `fd`, once this task saves on a stop."""
+        self.supervisor = fd
 
     def arm(self) -> None:
         """Install the handler (again: see the module's docstring)."""
@@ -53,6 +59,8 @@ class StopRequest:
 
     def defer(self) -> None:
         """From now on SIGTERM only asks: the caller checks `requested` at step boundaries."""
+        if not self.saving and self.supervisor is not None:
+            os.write(self.supervisor, b"s")
         self.saving = True
         self.arm()
 

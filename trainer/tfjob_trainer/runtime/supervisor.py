@@ -1,0 +1,88 @@
+"""A stopped task leaves within seconds, even one that cannot run Python.
+
+A Python signal handler runs only when the main thread is back in the interpreter. A task held
+inside TensorFlow (a strategy's setup waiting for peers that are going away, which holds the
+GIL) never gets there: SIGTERM changed nothing, and the task kept its pod, and its GPU, until
+the grace period ended.
+
+So the trainer's entry forks before anything else. The parent, small and outside TensorFlow,
+supervises: it forwards SIGTERM to the task and, unless the task has said that it saves on a
+stop (`StopRequest.defer`, one byte on a pipe), kills the task after `LEAVE_SECS` and leaves as
+stopped, with nothing saved, as the task itself would have left. A task that saves gets the
+whole grace period for its save, as before. The parent passes the task's exit on: its code, or
+128 + the signal that ended it, as a shell does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from .stopping import STOP, leave
+
+# How long a task that saves nothing has to leave by itself on SIGTERM before it is killed.
+LEAVE_SECS = 1.0
+PR_SET_PDEATHSIG = 1
+
+
+def supervised(task: Callable[[], int]) -> int:
+    """Run `task` in a child process under this process's supervision; in the child, the
+    task's return; in the parent, the task's exit status."""
+    saves_r, saves_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(saves_r)
+        parent_death_signal(signal.SIGKILL)  # the task goes with its supervisor
+        STOP.report_saves_to(saves_w)
+        return task()
+    os.close(saves_w)
+    return Supervisor(pid, saves_r).wait()
+
+
+def parent_death_signal(sig: int) -> None:
+    """Be sent `sig` when the parent process goes, however it goes (Linux only)."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, sig)
+
+
+class Supervisor:
+    def __init__(self, pid: int, saves: int) -> None:
+        self.pid, self.saves = pid, saves
+        self.task_saves = self.killed = False
+        os.set_blocking(saves, False)
+
+    def wait(self) -> int:
+        """Until the task exits, forwarding SIGTERM; its exit status."""
+        signal.signal(signal.SIGTERM, self._stop)
+        # Ctrl-C reaches the task from the terminal itself (one process group).
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGALRM, self._kill)
+        _, status = os.waitpid(self.pid, 0)  # retried after each handler (PEP 475)
+        if self.killed:
+            print(
+                f"tfjob-trainer: stopped; the task, held inside TensorFlow, did not leave within "
+                f"{LEAVE_SECS:g} s of SIGTERM and was killed (it had nothing to save)",
+                file=sys.stderr,
+                flush=True,
+            )
+            leave(None)
+        code = os.waitstatus_to_exitcode(status)
+        return code if code >= 0 else 128 - code
+
+    def _stop(self, signum: int, frame: Any) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGTERM)
+        with contextlib.suppress(BlockingIOError):
+            self.task_saves = self.task_saves or bool(os.read(self.saves, 1))
+        if not self.task_saves:
+            signal.setitimer(signal.ITIMER_REAL, LEAVE_SECS)
+
+    def _kill(self, signum: int, frame: Any) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+            self.killed = True
