@@ -4,10 +4,11 @@ ends a task only once the job's state is saved, at the step it is on.
 Until a training loop says it saves (`STOP.defer()`), SIGTERM ends the task at once: nothing
 of this task's is lost; where TensorFlow holds the task and no Python runs, its supervisor
 ends it (`supervisor`), which `defer` tells that the task now saves. Afterwards the handler
-only sets a flag; the loop reads it at its next step boundary, saves, and calls `leave(step)`. Serving tasks keep serving until the chief,
-which saves from them, is gone, or until the pod's grace period nearly ends
-(`ENV_GRACE_PERIOD`): parameter servers, which hold the variables, and for a short while the
-workers of a parameter-server job, whose closures in flight the chief lets finish.
+only sets a flag; the loop reads it at its next step boundary, saves, and calls `leave(step)`.
+Serving tasks keep serving until the chief, which saves from them, is gone, or until the
+pod's grace period nearly ends (`ENV_GRACE_PERIOD`): parameter servers, which hold the
+variables, and for a short while the workers of a parameter-server job, whose closures in
+flight the chief lets finish.
 
 Every exit on request has code `EXIT_STOPPED` and a termination message naming the step saved,
 which the operator reads: no failure under any restart policy.
