@@ -3,7 +3,14 @@ two logical CPU devices in one process."""
 
 from __future__ import annotations
 
+import signal
+
+import pytest
 import tensorflow as tf
+
+from tfjob_protocol.stop import EXIT_STOPPED
+from tfjob_trainer.runtime.exit_codes import EXIT_PEER_LOST
+from tfjob_trainer.strategies.sync import SCRATCH_PREFIX
 
 # Ten classes (chance 0.10); synchronous Adam on digits passes 0.95 within 100 steps.
 MIN_ACCURACY = 0.9
@@ -32,6 +39,36 @@ def test_multi_worker_mirrored_trains_and_a_restart_resumes(make_job):
     job.wait("worker-1", 300)
     assert "at step 100" in job.procs["worker-0"].output()
     assert again["steps"] == 140 and again["trained_steps"] == 40
+
+
+@pytest.mark.parametrize("end", ["done", "stopped", "peer-lost"])
+def test_a_multi_worker_mirrored_worker_leaves_no_copy_of_its_saves(
+    make_job, monkeypatch, tmp_path, end
+):
+    """A worker that is not the chief saves with it (saving is collective) into a temporary
+    directory of its own: gone once it is done, however it ends: trained to the end, stopped
+    on request after its save, or failed for a lost peer."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    steps = "40" if end == "done" else "100000"
+    job = make_job({"worker": 2}, "--strategy", "multi-worker-mirrored", "--steps", steps)
+    job.start_all()
+    if end == "done":
+        assert job.wait("worker-0", 300).result()["steps"] == 40
+    else:
+        job.wait_for_line("worker-1", "saved ", 300)  # its copy of a save exists
+        assert list(scratch.glob(f"{SCRATCH_PREFIX}*/ckpt-*")), "the copy under TMPDIR"
+        if end == "stopped":
+            for name in job.procs:
+                job.kill(name, signal.SIGTERM, group=False)  # as the kubelet does
+        else:
+            job.kill("worker-0", signal.SIGKILL)
+    code = {"done": 0, "stopped": EXIT_STOPPED, "peer-lost": EXIT_PEER_LOST}[end]
+    worker = job.wait("worker-1", 120)
+    assert worker.popen.returncode == code, worker.tail()
+    assert "Traceback" not in worker.output(), worker.tail()
+    assert not list(scratch.glob(f"{SCRATCH_PREFIX}*")), worker.tail()
 
 
 def test_multi_worker_with_a_chief_that_trains_too(make_job):

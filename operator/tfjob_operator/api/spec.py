@@ -440,9 +440,20 @@ class LastStop(_Model):
         "(the cluster's), ContainerStopped (the container alone).",
     )
     message: str = Field("", description="What stopped it, for people.")
-    time: str = Field(..., description="When the stop began.")
+    time: str = Field(
+        ...,
+        description="When the stop began: for the cluster's, when the deletion that began it "
+        "began, by the API server's clock; for the operator's, by the operator's.",
+    )
     saved_step: int | None = Field(
         None, alias="savedStep", description="The step saved on the way out: the job resumes there."
+    )
+    pod_uids: list[str] | None = Field(
+        None,
+        alias="podUIDs",
+        description="The operator's stops: the uids of the pods it takes (those it stops, and "
+        "those already being deleted as it began). Their deletions are this stop, whenever the "
+        "API server says they began; no clock is compared.",
     )
 
 

@@ -4,10 +4,12 @@ MultiWorkerMirroredStrategy in TF 2.21."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +141,10 @@ def reduce_sum(strategy: tf.distribute.Strategy, out: Any) -> StepOut:
     return summed
 
 
+# A worker's throwaway copy of each save (`save_dir`).
+SCRATCH_PREFIX = "tfjob-ckpt-"
+
+
 def train(
     strategy: tf.distribute.Strategy,
     opts: Options,
@@ -151,7 +157,47 @@ def train(
     agree: bool = False,
 ) -> Result:
     """The loop of steps every synchronous strategy runs; `single`: one device, no replicas;
-    `agree`: several processes, which must stop at one step (`Agreement`)."""
+    `agree`: several processes, which must stop at one step (`Agreement`). A stop on request
+    leaves (`leave`, which ends the process at once) only once `save_dir` is cleaned up."""
+    with save_dir(opts, is_chief) as saves:
+        outcome = _train(strategy, opts, files, saves, is_chief, name, single, seed, agree)
+    if isinstance(outcome, Stopped):
+        leave(outcome.step)
+    return outcome
+
+
+@contextlib.contextmanager
+def save_dir(opts: Options, is_chief: bool) -> Iterator[Path]:
+    """Where this task saves: the job's checkpoint directory for the chief. Every worker must
+    save too (saving is collective), but the others' copies are thrown away: each saves into
+    a temporary directory of its own, removed as the training ends, however it ends (done,
+    stopped and saved, an error), not left behind at every run (megabytes each)."""
+    if is_chief:
+        yield opts.checkpoint_dir
+        return
+    with tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX, ignore_cleanup_errors=True) as own:
+        yield Path(own)
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """Stopped on request at `step`, saved there by every worker."""
+
+    step: int
+
+
+def _train(
+    strategy: tf.distribute.Strategy,
+    opts: Options,
+    files: Files | None,
+    saves: Path,
+    is_chief: bool,
+    name: str,
+    single: bool,
+    seed: int,
+    agree: bool,
+) -> Result | Stopped:
+    """`train` saving into `saves`; its result, or where it stopped on request."""
     global_batch = opts.batch_size * strategy.num_replicas_in_sync
     with strategy.scope():
         t = trainable.prepare(opts, files)
@@ -162,9 +208,8 @@ def train(
             aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
         )
     model, optimizer = t.model, t.optimizer
-    # Every worker must save (saving is collective); only the chief writes where it counts.
-    save_dir = opts.checkpoint_dir if is_chief else Path(tempfile.mkdtemp(prefix="tfjob-ckpt-"))
-    ckpts = Checkpoints(save_dir, step, model, optimizer, writer=is_chief)
+    # Only the chief writes where it counts (`save_dir`).
+    ckpts = Checkpoints(saves, step, model, optimizer, writer=is_chief)
     start_step = ckpts.restore(tf.train.latest_checkpoint(str(opts.checkpoint_dir)))
     train_steps = steps_function(
         strategy, opts, files, t, step, global_batch, start_step, single=single, seed=seed
@@ -196,10 +241,10 @@ def train(
             ckpts.latest,
             current,
         )
-        leave(current)
+        return Stopped(current)
     if start_step >= opts.steps:
         log.info("already trained to step %d; nothing to do", start_step)
-    export_path = keras_export.save(model, opts.export_dir if is_chief else save_dir / "export")
+    export_path = keras_export.save(model, opts.export_dir if is_chief else saves / "export")
     evaluation = trainable.evaluate(opts, t, files) if is_chief else None
     return task_result.trained(
         name,
@@ -212,7 +257,8 @@ def train(
         evaluation=evaluation,
         examples_per_sec=progress.steady_examples_per_sec(),
         first_step_sec=progress.first_step_at,
-        checkpoint=ckpts.latest,
+        # A worker's copy is gone with its directory: only the chief's checkpoint stays.
+        checkpoint=ckpts.latest if is_chief else None,
         export=str(export_path) if is_chief else None,
         replicas=strategy.num_replicas_in_sync,
     )

@@ -32,6 +32,10 @@ from tfjob_operator.rules.kueue import (
     podset_name,
 )
 
+# Kueue's reasons (or their prefix, before a cause) on the Evicted condition of a Workload
+# whose spec.active went false: kueue.WorkloadDeactivated, and older Kueue's
+# WorkloadEvictedByDeactivation.
+DEACTIVATED = ("Deactivated", "InactiveWorkload")
 # strconv.ParseBool's spellings, which Kueue reads the unconstrained annotation with.
 _TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 _FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
@@ -183,6 +187,18 @@ class WorkloadObservation:
     def evicted(self) -> Condition | None:
         c = self.condition("Evicted")
         return c if c is not None and c.status == "True" else None
+
+    @property
+    def eviction(self) -> Condition | None:
+        """The Evicted condition when it is Kueue's hold on the job (a preemption, a timeout,
+        an admin's or Kueue's own deactivation). Not the deactivation the operator asked for
+        because the user suspended the job: that job waits for its user, not for Kueue. Nor a
+        deactivation that is over (the Workload is active again): the job is queued. Kueue
+        keeps the condition True until it admits the Workload again."""
+        c = self.evicted
+        if c is None or not c.reason.startswith(DEACTIVATED):
+            return c
+        return None if self.deactivated_by_suspend or self.active else c
 
     @property
     def admitted(self) -> bool:

@@ -21,11 +21,23 @@ def waiting_message(view: QueueView) -> str:
     where = f"LocalQueue {view.queue}"
     if wl is None:
         return f"waiting for Kueue to admit it ({where}); creating its Workload"
-    evicted = wl.evicted
+    evicted = wl.eviction
     if evicted is not None:
+        resumes = (
+            f"when {where} admits Workload {wl.name} again"
+            if wl.active
+            else f"once Workload {wl.name} is active again and {where} admits it"
+        )
         return (
             f"evicted by Kueue ({evicted.reason}: {evicted.message}); the pods stop, the "
-            f"checkpoint stays, and the job resumes when {where} admits Workload {wl.name} again"
+            f"checkpoint stays, and the job resumes {resumes}"
+        )
+    if wl.deactivated_by_suspend:
+        # Its user resumed it: the operator makes the Workload active in this decision, and
+        # what Kueue says of it (deactivated) no longer holds.
+        return (
+            f"waiting for Kueue to admit Workload {wl.name} ({where}) again, now that the job "
+            "is resumed"
         )
     if wl.is_true("QuotaReserved") and wl.checks_pending:
         return (
@@ -33,7 +45,9 @@ def waiting_message(view: QueueView) -> str:
             f"admission checks {', '.join(wl.checks_pending)}"
         )
     said = wl.condition("QuotaReserved")
-    detail = f": {said.message}" if said is not None and said.message else ""
+    # Not the word of a deactivation that is over: it is kept there until Kueue looks again.
+    stale = wl.evicted is not None and said is not None and said.message == wl.evicted.message
+    detail = f": {said.message}" if said is not None and said.message and not stale else ""
     return f"waiting for Kueue to admit Workload {wl.name} ({where}){detail}"
 
 

@@ -234,7 +234,8 @@ def _decide_valid(
     requeue += _report(job, spec, status, seen, held, suspended)
     again = None if finished or suspended else restart(job.ref.name, spec, seen)
     if again is not None:
-        status["lastStop"] = again.stop(status.get("lastStop"), seen.now)
+        stopping = [p.uid for p in (*seen.pods, *seen.departed) if p.deleting]
+        status["lastStop"] = again.stop(status.get("lastStop"), seen.now, stopping)
 
     decision = finish(prior, status)
     decision.events += waiting_events(prior, status) + stop_events(prior, status, name)
@@ -245,12 +246,17 @@ def _decide_valid(
     decision.label_pods = own.label_pods
     if again is not None:
         decision.restart_pods = [(p.name, p.uid) for p in again.pods]
-        if status["lastStop"] != prior.get("lastStop"):
+        if _begun(prior.get("lastStop"), status["lastStop"]):
             decision.events.append(("Normal", again.cause, f"TFJob {name}: {again.message}."))
     if seen.queue is not None and wanted is not None:
         decision.workload = workload_decision(seen.queue, wanted, status, spec, seen, finished)
     decision.requeue_after = min(requeue) if requeue else None
     return decision
+
+
+def _begun(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> bool:
+    """Whether `after` is a stop begun since `before`, not the same one taking more pods."""
+    return any((before or {}).get(k) != after.get(k) for k in ("cause", "message", "time"))
 
 
 def _templates(job: JobView, spec: TFJobSpec, seen: Observation) -> Callable[[], Built]:
@@ -305,7 +311,8 @@ def _report(
     status.update(replica_counts(status, seen.pods, spec, frozen=st.is_finished(job.status)))
     waits = waiting(spec, job.ref.name, seen, finished, suspended)
     put(status, "waiting", waits.pods or None)
-    if held and not finished and seen.queue is not None:
+    # A job its spec suspends waits for its user, not for Kueue, as without Kueue.
+    if held and not finished and not spec.run_policy.suspend and seen.queue is not None:
         status["waiting"] = waiting_for_kueue(spec, job.ref.name, seen.queue)
     put(status, "tensorboard", tensorboard_status(job.ref, spec, seen.cluster_domain))
     return waits.requeue

@@ -33,9 +33,8 @@ from typing import Any
 
 from tfjob_operator.api.spec import ReplicaType, TFJobSpec
 from tfjob_operator.rules import naming
-from tfjob_operator.rules import status as st
 from tfjob_operator.rules.lifecycle.observation import Observation
-from tfjob_operator.rules.lifecycle.stops import RESIZED, SAME_STOP, caused
+from tfjob_operator.rules.lifecycle.stops import RESIZED, caused, taking
 from tfjob_operator.rules.pods import PodObservation
 
 # The cause of a restart for a new template with the same replica counts (an image, an env).
@@ -50,15 +49,18 @@ class Restart:
     cause: str
     message: str
 
-    def stop(self, last: Mapping[str, Any] | None, now: datetime) -> dict[str, Any]:
-        """`status.lastStop` for this restart: `last` when it already records it (a reconcile
-        whose view does not show all the deletions yet, and so may count the old replicas
-        from fewer pods), else a new one."""
-        last = last or {}
-        began = st.parse_timestamp(last.get("time"))
-        if last.get("cause") == self.cause and began is not None and now - began <= SAME_STOP:
-            return dict(last)
-        return caused(self.cause, self.message, now)
+    def stop(
+        self, last: Mapping[str, Any] | None, now: datetime, stopping: Sequence[str] = ()
+    ) -> dict[str, Any]:
+        """`status.lastStop` for this restart. The restart is known by the pods it deletes,
+        never by a time: `last` (taking these pods too) when it takes one of them already (a
+        reconcile whose view does not show all the deletions yet, and so may count the old
+        replicas from fewer pods, or name another cause), else a new stop that takes them and
+        `stopping`, the uids of the pods already being deleted as it begins."""
+        uids = [p.uid for p in self.pods]
+        if last is not None and set(uids) & set(last.get("podUIDs") or ()):
+            return taking(last, uids)
+        return caused(self.cause, self.message, now, [*uids, *stopping])
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,9 @@ def admission(
 
 def stopped(suspend: bool, held: bool, queue: QueueView | None, name: str) -> Condition | None:
     """Why the job may not run now: suspended by its spec, or queued or evicted by Kueue;
-    None when it may run."""
+    None when it may run. A user's suspend under Kueue is a suspend, as without Kueue: Kueue
+    evicts the Workload the operator deactivates for it, but that eviction holds nothing
+    (`WorkloadObservation.eviction`), so the job is queued, not evicted, once resumed."""
     if suspend:
         return Condition(
             st.Cond.SUSPENDED, True, st.Reason.SUSPENDED, f"TFJob {name} is suspended."
@@ -62,7 +64,7 @@ def stopped(suspend: bool, held: bool, queue: QueueView | None, name: str) -> Co
     if not held:
         return None
     assert queue is not None
-    evicted = queue.workload is not None and queue.workload.evicted is not None
+    evicted = queue.workload is not None and queue.workload.eviction is not None
     return Condition(
         st.Cond.SUSPENDED,
         True,

@@ -1,7 +1,11 @@
 """The single-device loop (`sync.memory_loop`): a call trains n steps and counts them. (Its
-batches: data/test_inputs.py; how many steps a call runs: test_options.py.)"""
+batches: data/test_inputs.py; how many steps a call runs: test_options.py.) Where a task saves
+(`sync.save_dir`): a worker's throwaway copy is removed however the training ends."""
 
 from __future__ import annotations
+
+import contextlib
+import tempfile
 
 import numpy as np
 import pytest
@@ -33,3 +37,17 @@ def test_a_call_trains_n_steps_and_counts_them(files, kind):
         not np.array_equal(b, w.numpy())
         for b, w in zip(before, net.trainable_variables, strict=True)
     )
+
+
+@pytest.mark.parametrize("failure", [None, RuntimeError("lost a peer")], ids=["done", "error"])
+def test_a_workers_own_save_directory_is_gone_once_it_is_done(tmp_path, monkeypatch, failure):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    opts = options.parse(["--checkpoint-dir", str(tmp_path / "job")])
+    with sync.save_dir(opts, is_chief=True) as chiefs:
+        assert chiefs == tmp_path / "job", "the chief saves where it counts"
+    with contextlib.suppress(RuntimeError), sync.save_dir(opts, is_chief=False) as own:
+        assert own.parent == tmp_path and own.name.startswith(sync.SCRATCH_PREFIX)
+        (own / "ckpt-20.index").write_bytes(b"x")
+        if failure is not None:
+            raise failure
+    assert not list(tmp_path.glob(f"{sync.SCRATCH_PREFIX}*"))

@@ -291,6 +291,7 @@ def test_a_resize_restarts_every_task_once_and_says_so():
         "cause": RESIZED,
         "message": "Worker 2 → 3: 3 pods restart together with the new cluster",
         "time": st.timestamp(now),
+        "podUIDs": ["uid-j-ps-0", "uid-j-worker-0", "uid-j-worker-1"],  # the pods it stops
     }
     assert ("Normal", RESIZED, f"TFJob default/j: {body['status']['lastStop']['message']}.") in (
         d.events

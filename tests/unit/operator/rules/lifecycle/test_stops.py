@@ -4,18 +4,24 @@ Event; a crash is no stop, and a job that is not stopping writes nothing more.""
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 
 from tests.unit.operator.rules.kueue.test_workload import admit, evict, made, queued_job, view
 from tests.unit.operator.rules.lifecycle.helpers import T0, Run, running
-from tfjob_operator.api.spec import RestartPolicy
+from tfjob_operator.api.spec import ReplicaType, RestartPolicy, TFJobStatus
+from tfjob_operator.controller.projections import job_record
+from tfjob_operator.rules import naming
 from tfjob_operator.rules import status as st
-from tfjob_operator.rules.lifecycle import is_retryable, stops
+from tfjob_operator.rules.lifecycle import JobView, decide, is_retryable, stops
 from tfjob_operator.rules.lifecycle.change import Condition
 from tfjob_operator.rules.pods import observe
+from tfjob_operator.rules.statefulsets import StatefulSetObservation
 from tfjob_protocol import stop
 from tfjob_testbed.core.jobs import pod, tfjob
 
@@ -104,13 +110,23 @@ SUSPENDED = {"conditions": [{"type": "Suspended", "status": "True", "reason": "T
             {},
             Condition("Suspended", True, st.Reason.SUSPENDED, "TFJob x is suspended."),
             CHIEF,
-            {"cause": "Suspended", "message": "TFJob x is suspended.", "time": AT},
+            {
+                "cause": "Suspended",
+                "message": "TFJob x is suspended.",
+                "time": AT,
+                "podUIDs": ["uid-mnist-chief-0"],
+            },
         ),
         (
             {},
             Condition("Suspended", True, "Evicted", "TFJob x is evicted: Preempted"),
             CHIEF,
-            {"cause": "Evicted", "message": "TFJob x is evicted: Preempted", "time": AT},
+            {
+                "cause": "Evicted",
+                "message": "TFJob x is evicted: Preempted",
+                "time": AT,
+                "podUIDs": ["uid-mnist-chief-0"],
+            },
         ),
         # a job created suspended, or queued, stops nothing; one suspended already is told
         ({}, Condition("Suspended", True, "Queued", "queued"), [], None),
@@ -140,21 +156,35 @@ def test_the_operators_causes(status, why, pods, last):
     assert stops.last_stop(status, why, pods, T0) == last
 
 
-def test_deletions_that_begin_with_a_stop_join_it():
-    """The operator's own stop (here a resize, recorded by `caused`) and a drain of the whole
-    job: the pods' deletions that begin at once are that one stop, not one each."""
-    resized = {"lastStop": stops.caused(stops.RESIZED, "Worker.replicas 2 -> 3", T0)}
-    soon = [observe(deleting(pod("mnist", "chief", 0), T0 + timedelta(seconds=1)))]
-    assert stops.last_stop(resized, None, soon, T0 + timedelta(seconds=2)) == resized["lastStop"]
-    later = [observe(deleting(pod("mnist", "chief", 0), T0 + timedelta(minutes=5)))]
-    assert stops.last_stop(resized, None, later, T0)["cause"] == "PodDeleted"
+@pytest.mark.parametrize(
+    "began", [timedelta(hours=-1), timedelta(seconds=-3), timedelta(0), timedelta(hours=1)]
+)
+def test_the_operators_stop_takes_the_pods_it_names_whenever_their_deletion_began(began):
+    """A stop of the operator's (here a resize, recorded by `caused`) takes the pods it names,
+    whatever time the API server gives their deletion (its `time` is the operator's clock,
+    never compared with it); a deletion of a pod it does not name is a stop of its own, even
+    a second after."""
+    chief, worker = observe(pod("mnist", "chief", 0)), observe(pod("mnist", "worker", 0))
+    resized = {"lastStop": stops.caused(stops.RESIZED, "Worker 2 → 3", T0, [chief.uid])}
+    ours = [observe(deleting(pod("mnist", "chief", 0), T0 + began))]
+    assert stops.last_stop(resized, None, ours, T0) == resized["lastStop"]
+    other = [observe(deleting(pod("mnist", "worker", 0), T0 + began))]
+    assert stops.last_stop(resized, None, other, T0)["message"] == (
+        f"pod {worker.name} was deleted (by hand or by a controller)"
+    )
 
+
+def test_a_drain_is_one_stop_begun_by_its_first_deletion_by_the_api_servers_clock():
+    """A drain of the whole job: its deletions, seconds apart by the API server's clock, are
+    one stop, whose time is the first's, in whatever order the pods are listed and whatever
+    the operator's clock says."""
     drain = [
-        observe(deleting(pod("mnist", rt, i), T0 + timedelta(seconds=i), "EvictionByEvictionAPI"))
-        for rt, i in (("chief", 0), ("worker", 1), ("worker", 0))
+        observe(deleting(pod("mnist", rt, i), T0 + timedelta(seconds=s), "EvictionByEvictionAPI"))
+        for rt, i, s in (("worker", 1, 1), ("worker", 0, 2), ("chief", 0, 0))
     ]
-    last = stops.last_stop({}, None, drain, T0)
+    last = stops.last_stop({}, None, drain, T0 + timedelta(hours=1))
     assert last["time"] == st.timestamp(T0) and "mnist-chief-0" in last["message"]
+    assert stops.last_stop({"lastStop": last}, None, drain, T0 - timedelta(hours=1)) == last
 
 
 def test_a_restarts_deletions_are_never_another_cause_even_on_a_stale_status():
@@ -246,3 +276,187 @@ def test_a_job_that_is_not_stopping_writes_nothing_for_stops():
     for _ in range(3):
         assert not run.step(*running("mnist", SPEC)).patch
     assert "lastStop" not in run.status
+
+
+class Story:
+    """One job's reconciles, `decide` called as the operator calls it, under two clocks: the
+    operator's (`now`) and the API server's (`api`), `skew` off it. `stops` is each stop
+    `status.lastStop` recorded, as (cause, time), in order."""
+
+    def __init__(self, body: dict[str, Any], skew: timedelta) -> None:
+        self.body, self.skew, self.now = body, skew, T0
+        self.stops: list[tuple[str, str]] = []
+
+    def api(self) -> datetime:
+        """The API server's time now."""
+        return self.now + self.skew
+
+    def step(self, *pods, departed=(), sets=(), after=timedelta(seconds=1)) -> None:
+        self.now += after
+        view = JobView.from_body(job_record(self.body))
+        seen, gone = [observe(p) for p in pods], [observe(p) for p in departed]
+        d = decide(view, seen, self.now, "cluster.local", statefulsets=sets, departed=gone)
+        self.body["status"] = d.status
+        TFJobStatus.model_validate(d.status)
+        last = d.status.get("lastStop")
+        if last and (not self.stops or self.stops[-1] != (last["cause"], last["time"])):
+            self.stops.append((last["cause"], last["time"]))
+
+
+LATER = timedelta(minutes=3)  # the second stop, by either clock
+
+
+def drained(story: Story) -> list[tuple[str, str]]:
+    """kubectl drain evicts the job's pods a second apart (the API server's clock), seen over
+    three reconciles, the chief's last as it is gone; three minutes later, the chief made again
+    is deleted by hand."""
+    story.step(*running("mnist", SPEC))
+    began, evict = story.api(), "EvictionByEvictionAPI"
+    story.step(deleting(pod("mnist", "chief", 0), began, evict), *running("mnist", SPEC)[1:])
+    worker1 = deleting(pod("mnist", "worker", 1), began + timedelta(seconds=1), evict)
+    story.step(
+        deleting(pod("mnist", "chief", 0), began, evict),
+        pod("mnist", "ps", 0),
+        pod("mnist", "worker", 0),
+        worker1,
+    )
+    again = pod("mnist", "chief", 0, uid="chief-2")
+    story.step(
+        again,
+        pod("mnist", "ps", 0),
+        deleting(pod("mnist", "worker", 0), began + timedelta(seconds=2), evict),
+        worker1,
+        departed=[deleting(stopped("chief", 0, 100), began, evict)],
+    )
+    story.now += LATER
+    by_hand = story.api()
+    story.step(deleting(again, by_hand), pod("mnist", "ps", 0))
+    return [("Disrupted", st.timestamp(began)), ("PodDeleted", st.timestamp(by_hand))]
+
+
+def suspended(story: Story) -> list[tuple[str, str]]:
+    """The job is suspended; its pods' deletions show over two reconciles; it is resumed while
+    the chief still stops, and the workers show only once gone; three minutes later, the
+    chief made again is deleted by hand."""
+    story.step(*running("mnist", SPEC))
+    story.body["spec"]["runPolicy"] = {"suspend": True}
+    story.step(*running("mnist", SPEC))
+    began, deleted = story.now, story.api()
+    story.step(*(deleting(p, deleted) for p in running("mnist", SPEC)))
+    chief = deleting(stopped("chief", 0, 55), deleted)
+    story.body["spec"]["runPolicy"] = {"suspend": False}
+    story.step(chief, *(deleting(p, deleted) for p in running("mnist", {"Worker": 2})))
+    story.step(chief, departed=[deleting(p, deleted) for p in running("mnist", {"Worker": 2})])
+    again = pod("mnist", "chief", 0, uid="chief-2")
+    story.step(again, departed=[chief], after=LATER)
+    by_hand = story.api()
+    story.step(deleting(again, by_hand))
+    return [("Suspended", st.timestamp(began)), ("PodDeleted", st.timestamp(by_hand))]
+
+
+def drained_after_a_suspension(story: Story) -> list[tuple[str, str]]:
+    """The job is suspended, resumed, its pods made again; a minute later kubectl drain evicts
+    two of them a second apart (the API server's clock), seen over two reconciles."""
+    story.step(*running("mnist", SPEC))
+    story.body["spec"]["runPolicy"] = {"suspend": True}
+    story.step(*running("mnist", SPEC))
+    began, deleted = story.now, story.api()
+    story.step(*(deleting(p, deleted) for p in running("mnist", SPEC)))
+    story.body["spec"]["runPolicy"] = {"suspend": False}
+    story.step()
+    remade = [
+        pod("mnist", rt.lower(), i, uid=f"{rt}-{i}-2") for rt, n in SPEC.items() for i in range(n)
+    ]
+    story.step(*remade)
+    story.now += timedelta(minutes=1)
+    drain, evict = story.api(), "EvictionByEvictionAPI"
+    chief = deleting(copy.deepcopy(remade[0]), drain, evict)
+    story.step(chief, *remade[1:])
+    worker = deleting(copy.deepcopy(remade[-1]), drain + timedelta(seconds=1), evict)
+    story.step(chief, *remade[1:-1], worker)
+    return [("Suspended", st.timestamp(began)), ("Disrupted", st.timestamp(drain))]
+
+
+def revision(body: dict[str, Any], rev: str, uid: str | None = None) -> dict[str, Any]:
+    """`body` made from its StatefulSet's template revision `rev` (with `uid`, made again)."""
+    body["metadata"]["labels"][naming.LABEL_REVISION] = rev
+    if uid is not None:
+        body["metadata"]["uid"] = uid
+    return body
+
+
+def templates(rev: str, workers: int) -> list[StatefulSetObservation]:
+    """The job's StatefulSets, settled on template revision `rev`."""
+    return [
+        StatefulSetObservation(
+            naming.replica_name("mnist", rt),
+            f"uid-{rt.value}",
+            n,
+            generation=1,
+            observed_generation=1,
+            update_revision=rev,
+        )
+        for rt, n in ((ReplicaType.PS, 1), (ReplicaType.WORKER, workers))
+    ]
+
+
+def resized(story: Story) -> list[tuple[str, str]]:
+    """Worker 2 → 3: the operator deletes the pods of the old template at once; a stale view
+    asks for them again, then their deletions show over two reconciles, worker 1's only once
+    it is gone; three minutes later, a pod of the new template is deleted by hand."""
+    old = [
+        revision(pod("mnist", rt, i), "old") for rt, i in (("ps", 0), ("worker", 0), ("worker", 1))
+    ]
+    story.step(*old, sets=templates("old", 2))
+    story.body["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 3
+    new = templates("new", 3)
+    worker2 = revision(pod("mnist", "worker", 2), "new")
+    story.step(*old, worker2, sets=new)
+    began, deleted = story.now, story.api()  # the operator deletes them as it records it
+    story.step(*old, worker2, sets=new)
+    ps0, worker0, worker1 = (deleting(copy.deepcopy(p), deleted) for p in old)
+    story.step(ps0, worker0, old[2], worker2, sets=new)
+    remade = [
+        revision(pod("mnist", rt, i), "new", f"{rt}-{i}-2")
+        for rt, i in (("ps", 0), ("worker", 0), ("worker", 1))
+    ]
+    story.step(*remade[:2], worker2, departed=[worker1], sets=new)
+    story.now += LATER
+    by_hand = story.api()
+    story.step(*remade[:2], deleting(remade[2], by_hand), worker2, sets=new)
+    return [("Resized", st.timestamp(began)), ("PodDeleted", st.timestamp(by_hand))]
+
+
+@pytest.mark.parametrize(
+    "skew",
+    [
+        timedelta(minutes=-7),
+        timedelta(minutes=-2),
+        timedelta(0),
+        timedelta(minutes=2),
+        timedelta(minutes=7),
+    ],
+    ids=["api-7m", "api-2m", "same", "api+2m", "api+7m"],
+)
+@pytest.mark.parametrize(
+    ("body", "story"),
+    [
+        (lambda: tfjob(replicas=SPEC), drained),
+        (lambda: tfjob(replicas=SPEC), suspended),
+        (lambda: tfjob(replicas=SPEC), drained_after_a_suspension),
+        (lambda: tfjob(replicas={"PS": 1, "Worker": 2}), resized),
+    ],
+    ids=["drain", "suspend", "drain-after-suspend", "resize"],
+)
+def test_one_stop_per_stop_however_far_apart_the_two_clocks_are(
+    body: Callable[[], dict[str, Any]],
+    story: Callable[[Story], list[tuple[str, str]]],
+    skew: timedelta,
+):
+    """The API server's clock minutes ahead of the operator's, or behind: one drain's, one
+    suspension's, one restart's deletions are one stop each (the drain's time is its first
+    deletion's, by the API server's clock; the operator's are by its own), and a deletion
+    three minutes later is a stop of its own."""
+    run = Story(body(), skew)
+    expected = story(run)
+    assert run.stops == expected
