@@ -1,8 +1,8 @@
 """Stops on request on the real node, in the middle of a checkpoint interval as long as the
 training: the chief's pod deleted by hand, on a job of its own (`make test`'s one stop); then one
-running job through every other in turn: suspend and resume, `kubectl drain` of the chief's pod
-and of a worker's, workers 2 → 3 (`tfjob scale`) → 1 (`kubectl patch`, as `kubectl edit`
-writes), and a `helm upgrade` of the operator, which touches no pod.
+running job through every other in turn: suspend and resume, `kubectl drain` of the chief's pod,
+of a parameter server's and of a worker's, workers 2 → 3 (`tfjob scale`) → 1 (`kubectl patch`,
+as `kubectl edit` writes), and a `helm upgrade` of the operator, which touches no pod.
 
 Each stop must lose 0 steps: the chief saves at the step it is on and the next run restores
 exactly that step; no failure or restart is counted, and the job ends at its exact target.
@@ -185,6 +185,9 @@ def test_every_other_stop_on_request_loses_no_step(cluster: Cluster, namespace: 
 
     run.stop("suspended, then resumed", suspend(True), suspend(False))
     run.stop("kubectl drain of the chief's node (its pod)", drain(labels("chief")), uncordon)
+    # A parameter server drained alone: the operator stops the job with it, the chief saves
+    # while that server still serves, and the job restarts together.
+    run.stop("kubectl drain of a parameter server's node (its pod)", drain(labels("ps")), uncordon)
     # A worker drained alone: the chief trains on and runs the worker's closures elsewhere; the
     # worker serves until its grace period nearly ends, waiting for a chief that does not stop.
     chief_uid, worker = run.pod_uid(), f"{JOB}-worker-1"

@@ -95,13 +95,13 @@ async def label_pods(kube: Kube, job: JobState, namespace: str, decision: Decisi
 
 
 async def restart_pods(kube: Kube, job: JobState, namespace: str, decision: Decision) -> None:
-    """Delete the pods of a restart (`lifecycle.restart`), all at once: each gets SIGTERM at
-    the same moment. A pod asked for before is not asked again, while the watch has not shown
-    its deletion yet."""
+    """Delete the pods of a restart (`lifecycle.restart`), or those stopped with a parameter
+    server (`lifecycle.together`), all at once: each gets SIGTERM at the same moment. A pod
+    asked for before is not asked again, while the watch has not shown its deletion yet."""
     pods = [(name, uid) for name, uid in decision.restart_pods if uid not in job.restarted]
     if pods:
         log.info(
-            "%s: restarting %d pods for their new template: %s",
+            "%s: stopping %d pods together: %s",
             namespace,
             len(pods),
             " ".join(name for name, _ in pods),

@@ -29,7 +29,7 @@ from tfjob_operator.rules.lifecycle.observation import Observation, replica_pods
 from tfjob_operator.rules.lifecycle.owned import owned, tensorboard_status
 from tfjob_operator.rules.lifecycle.progress import advance
 from tfjob_operator.rules.lifecycle.restart import restart, restarting
-from tfjob_operator.rules.lifecycle.stops import last_stop, stop_events
+from tfjob_operator.rules.lifecycle.stops import last_stop, stop_events, taking
 from tfjob_operator.rules.lifecycle.suspension import (
     admission,
     resumed,
@@ -37,6 +37,8 @@ from tfjob_operator.rules.lifecycle.suspension import (
     wanted_workload,
     workload_decision,
 )
+from tfjob_operator.rules.lifecycle.together import REASON as WITH_PS
+from tfjob_operator.rules.lifecycle.together import with_parameter_server
 from tfjob_operator.rules.lifecycle.view import FINAL, JobView
 from tfjob_operator.rules.lifecycle.waiting import waiting, waiting_events, waiting_for_kueue
 from tfjob_operator.rules.pods import PodObservation
@@ -66,7 +68,8 @@ class Decision:
     # The job's Kueue Workload: made, replaced or its status written (`rules/kueue/`).
     workload: WorkloadDecision | None = None
     # Pods to delete together, (name, uid): off their StatefulSet's current revision, so that
-    # the job's tasks restart at once with the new template (`restart`).
+    # the job's tasks restart at once with the new template (`restart`); or still running as
+    # a parameter server goes, so that the job stops with it (`together`).
     restart_pods: list[tuple[str, str]] = field(default_factory=list)
 
 
@@ -236,6 +239,14 @@ def _decide_valid(
     if again is not None:
         stopping = [p.uid for p in (*seen.pods, *seen.departed) if p.deleting]
         status["lastStop"] = again.stop(status.get("lastStop"), seen.now, stopping)
+    running = not (finished or suspended) and again is None
+    together = with_parameter_server(seen, _ours(job.ref.name, prior, seen)) if running else None
+    joined: list[str] = []
+    if together is not None:
+        last = status.get("lastStop") or {}
+        joined = [p.uid for p in together.pods if p.uid not in (last.get("podUIDs") or ())]
+        if last:  # the parameter server's stop: the pods stopped with it join it
+            status["lastStop"] = taking(last, (p.uid for p in together.pods))
 
     decision = finish(prior, status)
     decision.events += waiting_events(prior, status) + stop_events(prior, status, name)
@@ -248,10 +259,22 @@ def _decide_valid(
         decision.restart_pods = [(p.name, p.uid) for p in again.pods]
         if _begun(prior.get("lastStop"), status["lastStop"]):
             decision.events.append(("Normal", again.cause, f"TFJob {name}: {again.message}."))
+    if together is not None:
+        decision.restart_pods = [(p.name, p.uid) for p in together.pods]
+        if joined:
+            decision.events.append(("Normal", WITH_PS, f"TFJob {name}: {together.message}."))
     if seen.queue is not None and wanted is not None:
         decision.workload = workload_decision(seen.queue, wanted, status, spec, seen, finished)
     decision.requeue_after = min(requeue) if requeue else None
     return decision
+
+
+def _ours(job: str, prior: st.Status, seen: Observation) -> frozenset[str]:
+    """The pods that the operator's own stops delete: a restart's, and those its last stop
+    took."""
+    taken = set((prior.get("lastStop") or {}).get("podUIDs") or ())
+    mine = {p.name for p in (*seen.pods, *seen.departed) if p.uid in taken}
+    return restarting(job, seen) | mine
 
 
 def _begun(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> bool:

@@ -38,7 +38,7 @@ from tfjob_operator.rules import handover, nodelost
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.kueue import DEACTIVATED_BY_SUSPEND
 from tfjob_operator.rules.kueue.admission import observe_workload
-from tfjob_operator.rules.lifecycle import restart, stops
+from tfjob_operator.rules.lifecycle import restart, stops, together
 from tfjob_operator.rules.pods import observe
 from tfjob_testbed.core.jobs import pod, tfjob
 
@@ -64,6 +64,8 @@ SITES: dict[tuple[str, str], set[str]] = {
     # A restart's Event is named after its cause, `status.lastStop`'s.
     ("rules/lifecycle/decision.py", "again.cause"): {stops.RESIZED, restart.UPDATED},
     ("rules/lifecycle/stops.py", "REASON"): {stops.REASON},
+    # The pods stopped with a parameter server that goes: its stop, the cluster's.
+    ("rules/lifecycle/decision.py", "WITH_PS"): {together.REASON},
     ("rules/lifecycle/waiting.py", "nodelost.REASON"): {nodelost.REASON},
     ("rules/lifecycle/waiting.py", "st.Reason.POD_WAITING"): {R.POD_WAITING},
     ("rules/handover.py", "st.Reason.MANAGED_ELSEWHERE"): {R.MANAGED_ELSEWHERE},
@@ -392,6 +394,15 @@ def pod_deleted() -> Outcome:
     return _drained(None)
 
 
+def parameter_server_drained() -> Outcome:
+    """A parameter server drained alone: the job stops with it."""
+    run = Run(tfjob(replicas=SPEC))
+    run.step(*running("mnist", SPEC))
+    pods = running("mnist", SPEC)
+    pods[1] = deleting(pod("mnist", "ps", 0), run.now, "EvictionByEvictionAPI")
+    return act(run, lambda: run.step(*pods))
+
+
 def container_stopped() -> Outcome:
     run = Run(tfjob(replicas=SPEC))
     run.step(*running("mnist", SPEC))
@@ -577,6 +588,13 @@ CASES = [
     ),
     row(disrupted, [(N, stops.REASON)], RUNNING, stops.DISRUPTED),
     row(pod_deleted, [(N, stops.REASON)], RUNNING, stops.POD_DELETED),
+    row(
+        parameter_server_drained,
+        [(N, together.REASON)],
+        RUNNING,
+        stops.DISRUPTED,
+        says="the chief saves while that server still serves",
+    ),
     row(
         container_stopped,
         [(N, stops.REASON)],
