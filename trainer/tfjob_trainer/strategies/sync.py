@@ -362,10 +362,13 @@ def run_steps(
     without it, this process's own SIGTERM decides."""
     loss, metrics = 0.0, {n: 0.0 for n in t.metrics.names}
     started = time.perf_counter()
+    # The step of the newest checkpoint, as every worker knows it alike (a worker's own copy
+    # may have none): a step past 0 to start from was restored.
+    saved_at = current if current > 0 else None
     STOP.defer()
     while current < opts.steps:
         if stop.agreed() if stop is not None else STOP.requested:
-            if not ckpts.latest.endswith(f"-{current}"):
+            if saved_at != current:
                 ckpts.save()  # collective under MultiWorkerMirrored: every worker, this step
             break
         n = min(
@@ -382,4 +385,5 @@ def run_steps(
                 progress.report(current, loss, metrics)
         if current % opts.checkpoint_every == 0 or current == opts.steps:
             ckpts.save()
+            saved_at = current
     return current, loss, metrics, time.perf_counter() - started

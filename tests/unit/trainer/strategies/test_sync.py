@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -51,3 +52,47 @@ def test_a_workers_own_save_directory_is_gone_once_it_is_done(tmp_path, monkeypa
         if failure is not None:
             raise failure
     assert not list(tmp_path.glob(f"{sync.SCRATCH_PREFIX}*"))
+
+
+class _Checkpoints:
+    """What `run_steps` asks of the checkpoints: saves, counted; `latest` as a worker's own
+    copy may have it (none, after a restore from the job's directory)."""
+
+    def __init__(self, latest: str) -> None:
+        self.latest, self.saves = latest, 0
+
+    def save(self) -> None:
+        self.saves += 1
+
+
+class _Agreement:
+    def __init__(self, after_calls: int) -> None:
+        self.calls, self.after = 0, after_calls
+
+    def agreed(self) -> bool:
+        self.calls += 1
+        return self.calls > self.after
+
+
+@pytest.mark.parametrize(
+    ("start", "latest", "calls", "saves"),
+    [
+        # Restored at 100 and stopped before a step: every worker alike saves nothing (a
+        # worker's own copy has no checkpoint, the chief's has ckpt-100: a collective save
+        # by one of them alone would wait forever).
+        pytest.param(100, "", 0, 0, id="worker-restored-stopped-at-once"),
+        pytest.param(100, "/ckpt/ckpt-100", 0, 0, id="chief-restored-stopped-at-once"),
+        pytest.param(0, "", 0, 1, id="fresh-stopped-at-once"),
+        pytest.param(100, "", 1, 1, id="restored-stopped-after-a-call"),
+    ],
+)
+def test_a_stop_saves_alike_on_every_worker(start, latest, calls, saves):
+    opts = options.parse(["--steps", "1000", "--log-every", "1000", "--checkpoint-every", "1000"])
+    t = SimpleNamespace(metrics=SimpleNamespace(names=[]))
+    ckpts = _Checkpoints(latest)
+    reached, *_ = sync.run_steps(
+        lambda n: (tf.constant(0.0), []), opts, t, ckpts, None, start,
+        is_chief=False, single=False, stop=_Agreement(calls),
+    )  # fmt: skip
+    assert ckpts.saves == saves
+    assert reached >= start
