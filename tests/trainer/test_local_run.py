@@ -74,22 +74,36 @@ def processes_using(workdir: Path) -> list[int]:
     return processes_with(f"TFJOB_CHECKPOINT_DIR={workdir / 'checkpoints'}")
 
 
+def task_of(pid: int) -> dict[str, object]:
+    """The task (TF_CONFIG's) a live process runs; OSError once it is gone."""
+    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    env = dict(e.split(b"=", 1) for e in environ if b"=" in e)
+    task: dict[str, object] = json.loads(env.get(b"TF_CONFIG", b"{}")).get("task") or {}
+    return task
+
+
 def described(pids: list[int]) -> list[str]:
-    """Each process with its task (TF_CONFIG's) and state, for a failure's message."""
+    """Each process with its task and state, for a failure's message."""
     out = []
     for pid in pids:
         try:
-            env = dict(
-                e.split(b"=", 1)
-                for e in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-                if b"=" in e
-            )
-            task = json.loads(env.get(b"TF_CONFIG", b"{}")).get("task")
+            task = task_of(pid)
             state = Path(f"/proc/{pid}/status").read_text().split("State:", 1)[1].split("\n")[0]
             out.append(f"{pid} {task} {state.strip()}")
         except (OSError, ValueError, IndexError):
             out.append(str(pid))
     return out
+
+
+def tasks_of(pids: list[int]) -> set[str]:
+    """The tasks (type:index) these processes run: a task's supervisor and the task itself
+    (`tfjob_trainer.runtime.supervisor`) are one."""
+    found = set()
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            task = task_of(pid)
+            found.add(f"{task.get('type')}:{task.get('index')}")
+    return found
 
 
 def processes_with(env_entry: str) -> list[int]:
@@ -204,7 +218,8 @@ def test_ctrl_c_stops_every_process(tmp_path):
     )
     try:
         wait_for_training(proc)
-        assert len(processes_using(workdir)) == 3  # chief and two workers (ps has no volume)
+        # chief and two workers (ps has no volume), each a task and its supervisor
+        assert len(tasks_of(processes_using(workdir))) == 3
         os.kill(proc.pid, signal.SIGINT)
         proc.communicate(timeout=60)
         assert proc.returncode == 130
@@ -226,7 +241,7 @@ def test_a_killed_tfjob_run_takes_every_task_with_it(tmp_path):
     tasks = f"{ENV_LOCAL_PARENT}={proc.pid}"
     try:
         wait_for_training(proc)
-        assert len(processes_with(tasks)) == 4  # chief, ps and two workers
+        assert len(tasks_of(processes_with(tasks))) == 4  # chief, ps and two workers
         proc.kill()
         proc.wait(30)
         deadline = time.monotonic() + 60
