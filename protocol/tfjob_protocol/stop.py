@@ -15,6 +15,9 @@ import json
 EXIT_STOPPED = 201
 # Kubernetes' default terminationMessagePath.
 TERMINATION_LOG = "/dev/termination-log"
+# Where the trainer writes it instead, when set: outside a pod (`tfjob run`, the test bed) there is
+# no kubelet's file, so the runner makes one per task and reads it back as the kubelet would.
+ENV_TERMINATION_LOG = "TFJOB_TERMINATION_LOG"
 # Set by the operator in every pod: the seconds between SIGTERM and SIGKILL, which a task that
 # waits for its chief's save must stay within.
 ENV_GRACE_PERIOD = "TFJOB_GRACE_PERIOD_SECONDS"

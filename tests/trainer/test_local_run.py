@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import tensorflow as tf
 import yaml
 
 from tfjob_protocol.local import ENV_LOCAL_PARENT
+from tfjob_protocol.stop import ENV_GRACE_PERIOD, EXIT_STOPPED
 from tfjob_testbed.core.jobs import tfjob
 from tfjob_testbed.core.paths import ROOT
 
@@ -120,13 +122,13 @@ def processes_with(env_entry: str) -> list[int]:
     return pids
 
 
-def wait_for_training(proc: subprocess.Popen[str]) -> None:
+def wait_for_training(proc: subprocess.Popen[str], chief: str = "chief-0") -> None:
     """Until the chief's first report. Four TensorFlow processes start on two cores: under a
     loaded machine's CI their imports alone take a minute."""
     deadline = time.monotonic() + 300
     assert proc.stdout is not None
     for line in proc.stdout:
-        if "[chief-0] step 20," in line:
+        if f"[{chief}] step 20," in line:
             return
         assert time.monotonic() < deadline, "no training step within 300 s"
     raise AssertionError(f"tfjob run ended ({proc.wait()}) before the chief's first report")
@@ -207,23 +209,51 @@ def test_invalid_job_gets_the_operators_validation_message(tmp_path):
     assert "at most 1 Chief" in out and "a job needs a Worker or a Chief" not in out
 
 
-def test_ctrl_c_stops_every_process(tmp_path):
+def env_of(pid: int) -> dict[str, str]:
+    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(e.decode().split("=", 1) for e in environ if b"=" in e)
+
+
+def test_ctrl_c_stops_the_job_as_a_cluster_does_the_chief_saving_its_step(tmp_path):
+    """Every task gets SIGTERM at once, within its pod's grace period; the chief saves the
+    step it is on and names it, and the summary says so: a stop, no failure."""
     workdir = tmp_path / "run"
+    body = ps_job(100_000, run_policy={"terminationGracePeriodSeconds": 45})
+    chief = body["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]
+    chief["terminationGracePeriodSeconds"] = 60  # a template's own wins, as on a cluster
     # Started as a background job of a non-interactive shell is: with SIGINT ignored, which
     # Python keeps unless the program sets its own handler.
     proc = tfjob_run(
-        manifest(tmp_path, ps_job(100_000)),
+        manifest(tmp_path, body),
         workdir,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
+    tasks = f"{ENV_LOCAL_PARENT}={proc.pid}"
     try:
         wait_for_training(proc)
+        graces = set()
+        for pid in processes_with(tasks):
+            with contextlib.suppress(OSError):
+                env = env_of(pid)
+                graces.add((json.loads(env["TF_CONFIG"])["task"]["type"], env[ENV_GRACE_PERIOD]))
+        assert graces == {("chief", "60"), ("ps", "45"), ("worker", "45")}
         # chief and two workers (ps has no volume), each a task and its supervisor
         assert len(tasks_of(processes_using(workdir))) == 3
         os.kill(proc.pid, signal.SIGINT)
-        proc.communicate(timeout=60)
-        assert proc.returncode == 130
-        assert processes_using(workdir) == []
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode == EXIT_STOPPED, out[-3000:]
+        assert "[tfjob] SIGINT: stopping every task as a cluster stops its pods" in out
+        summary = out[out.rindex("state  ") :]
+        saved = re.search(
+            r"state  Stopped: TFJob local/local stopped at step (\d+), saved;", summary
+        )
+        assert saved, out[-3000:]
+        step = int(saved[1])
+        assert step >= 20 and f"steps  {step}" in summary
+        assert "Not stopped cleanly" not in summary, out[-3000:]
+        checkpoints = workdir / "checkpoints"
+        assert tf.train.latest_checkpoint(str(checkpoints)) == str(checkpoints / f"ckpt-{step}")
+        assert processes_with(tasks) == [], described(processes_with(tasks))
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)
@@ -231,6 +261,35 @@ def test_ctrl_c_stops_every_process(tmp_path):
                 proc.wait(60)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        kill_tasks(proc)
+
+
+def test_sigterm_stops_a_multi_worker_mirrored_job_as_ctrl_c_does(tmp_path):
+    """SIGTERM to `tfjob run` (a service manager's stop) is the same stop: the workers agree on
+    the step, save it together, and the summary names it."""
+    body = tfjob(name="local", replicas={"Worker": 2})
+    for rs in body["spec"]["tfReplicaSpecs"].values():
+        container = rs["template"]["spec"]["containers"][0]
+        container.pop("command", None)
+        container["args"] = ["--strategy=multi-worker-mirrored", *TRAIN, "--steps=100000"]
+    workdir = tmp_path / "run"
+    proc = tfjob_run(manifest(tmp_path, body), workdir)
+    tasks = f"{ENV_LOCAL_PARENT}={proc.pid}"
+    try:
+        wait_for_training(proc, chief="worker-0")
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode == EXIT_STOPPED, out[-3000:]
+        summary = out[out.rindex("state  ") :]
+        saved = re.search(r"Stopped: TFJob local/local stopped at step (\d+), saved;", summary)
+        assert saved and "Not stopped cleanly" not in summary, out[-3000:]
+        checkpoints = workdir / "checkpoints"
+        step = int(saved[1])
+        assert tf.train.latest_checkpoint(str(checkpoints)) == str(checkpoints / f"ckpt-{step}")
+        assert processes_with(tasks) == [], described(processes_with(tasks))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
         kill_tasks(proc)
 
 

@@ -8,7 +8,6 @@ import shlex
 import signal
 import sys
 from pathlib import Path
-from typing import NoReturn
 
 import yaml
 
@@ -143,10 +142,6 @@ def run_cluster_command(args: argparse.Namespace) -> int:
         return 130
 
 
-def _stop(signum: int, _frame: object) -> NoReturn:
-    raise SystemExit(128 + signum)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -170,12 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     workdir = args.workdir or Path("tfjob-runs") / str(meta.get("name", "job"))
     entry = shlex.split(args.entrypoint) if args.entrypoint else None
     runner = Runner(body, workdir, entrypoint=entry, verbose=args.verbose)
-    signal.signal(signal.SIGTERM, _stop)  # stop the children cleanly, as on Ctrl-C
-    # Ctrl-C stops the job even where the shell that started us ignores SIGINT (a background
-    # job of a non-interactive shell): Python keeps an inherited SIG_IGN otherwise.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        return runner.run()
-    except KeyboardInterrupt:
-        runner.say("[tfjob] interrupted; every process stopped")
-        return 130
+    # Ctrl-C and SIGTERM stop the job as a cluster stops its pods (`Runner.stop`), even where
+    # the shell that started us ignores SIGINT (a background job of a non-interactive shell):
+    # Python keeps an inherited SIG_IGN otherwise.
+    signal.signal(signal.SIGTERM, runner.interrupt)
+    signal.signal(signal.SIGINT, runner.interrupt)
+    return runner.run()

@@ -4,6 +4,17 @@ It uses the operator's own pieces: the same parsing and validation (so the same 
 same TF_CONFIG builder (with 127.0.0.1 addresses), and the same lifecycle rules (`decide`), fed
 with the local processes as if they were pods. Only starting, watching and stopping processes
 is its own.
+
+Processes are stopped as the kubelet stops a pod's container: SIGTERM to the task's first
+process, SIGKILL to its process group once the grace period the operator would give its pod is
+over (`children.grace_period`, also in its env). Ctrl-C or SIGTERM to `tfjob run` is a stop on
+request of the whole job: every task is stopped at once, the chief saves the step it is on and
+says so in its termination message (a file per task here, `ENV_TERMINATION_LOG`), and
+`tfjob run` exits with `EXIT_STOPPED`, no failure, as on a cluster. A second one kills them now.
+
+Exit codes: 0 when the job succeeded; 1 when it failed; 2 when it cannot run (an invalid
+manifest, no TensorFlow, an unusable --workdir); `EXIT_STOPPED` (201) when stopped on request
+before it finished (`exit_code`).
 """
 
 from __future__ import annotations
@@ -17,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,17 +43,21 @@ from tfjob_operator.rules.children import (
     ENV_JOB_NAME,
     ENV_REPLICA_TYPE,
     OPERATOR_ENV,
+    grace_period,
     mounts_checkpoint,
     tensorflow_container_index,
 )
 from tfjob_operator.rules.lifecycle import JobView, decide
-from tfjob_operator.rules.pods import Exit, PodObservation
+from tfjob_operator.rules.pods import MESSAGE_LIMIT, Exit, PodObservation
 from tfjob_protocol.local import ENV_LOCAL_PARENT
 from tfjob_protocol.result import Result, parse_last
+from tfjob_protocol.stop import ENV_GRACE_PERIOD, ENV_TERMINATION_LOG, EXIT_STOPPED
 
 DEFAULT_ENTRYPOINT = [sys.executable, "-m", "tfjob_trainer"]
 # The cluster domain the rules are given: no DNS name they make is ever resolved here.
 LOCAL_DOMAIN = "local"
+# How long the summary waits for the last lines of tasks that have ended.
+DRAIN_SECS = 5.0
 
 
 def free_port() -> int:
@@ -59,6 +75,10 @@ class Task:
     index: int
     argv: list[str]
     env: dict[str, str]
+    # Its pod's terminationGracePeriodSeconds: from SIGTERM to SIGKILL.
+    grace: int
+    # Its termination message file, as the kubelet's is in a pod: the step a stop saved.
+    termination: Path
     proc: subprocess.Popen[bytes] | None = None
     restarts: int = 0
     last_exit: Exit | None = None
@@ -66,6 +86,8 @@ class Task:
     restart_at: float = 0.0
     result: Result | None = None
     lines: list[str] = field(default_factory=list)
+    pumps: list[threading.Thread] = field(default_factory=list)
+    killed: str = ""  # why its stop ended in SIGKILL, if it did
 
     @property
     def name(self) -> str:
@@ -104,6 +126,18 @@ class Runner:
         self.status: dict[str, Any] = {}
         self.lock = threading.Lock()
         self.started = time.monotonic()
+        self.stopping = threading.Event()  # Ctrl-C or SIGTERM: stop the job
+        self.hurry = threading.Event()  # once more: kill every task now
+        self.cause = ""
+
+    def interrupt(self, signum: int, _frame: object) -> None:
+        """The handler of SIGINT and SIGTERM: the first asks for a stop, the next one for the
+        tasks' end now. It only sets flags: the main thread, which it interrupts, may hold the
+        output's lock."""
+        if self.stopping.is_set():
+            self.hurry.set()
+        self.cause = self.cause or signal.Signals(signum).name
+        self.stopping.set()
 
     def say(self, text: str) -> None:
         with self.lock:
@@ -137,6 +171,7 @@ class Runner:
                 for e in container.get("env") or []
                 if "value" in e and e["name"] not in OPERATOR_ENV
             }
+            grace = grace_period(rs.template, spec.run_policy.termination_grace_period_seconds)
             for i in range(rs.replicas):
                 view: tfconfig.Cluster = cluster
                 if spec.enable_dynamic_worker:
@@ -150,6 +185,7 @@ class Runner:
                     ENV_JOB_NAME: job.name,
                     ENV_REPLICA_TYPE: rt.task_type,
                     ENV_LOCAL_PARENT: str(os.getpid()),
+                    ENV_GRACE_PERIOD: str(grace),
                     "PYTHONUNBUFFERED": "1",
                 }
                 if self.verbose and "TF_CPP_MIN_LOG_LEVEL" not in user_env:
@@ -158,11 +194,16 @@ class Runner:
                     # Always, also with no `checkpoint:` section (Kubeflow manifests have none):
                     # here a directory costs nothing, and without one nothing could resume.
                     env[ENV_CHECKPOINT_DIR] = str(checkpoints)
+                termination = self.workdir / "tasks" / f"{rt.task_type}-{i}.termination-log"
+                env[ENV_TERMINATION_LOG] = str(termination)
                 argv = command + [str(a) for a in container.get("args") or []]
-                self.tasks.append(Task(rt, i, argv, env))
+                self.tasks.append(Task(rt, i, argv, env, grace, termination))
 
     def start(self, task: Task) -> None:
         task.exit = None
+        # Empty for each run, as the kubelet gives each container: no message of a run before.
+        task.termination.parent.mkdir(parents=True, exist_ok=True)
+        task.termination.write_text("")
         task.proc = subprocess.Popen(
             task.argv,
             env=task.env,
@@ -170,7 +211,9 @@ class Runner:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        threading.Thread(target=self._pump, args=(task, task.proc), daemon=True).start()
+        pump = threading.Thread(target=self._pump, args=(task, task.proc), daemon=True)
+        task.pumps = [*[t for t in task.pumps if t.is_alive()], pump]
+        pump.start()
 
     def _pump(self, task: Task, proc: subprocess.Popen[bytes]) -> None:
         prefix = line_prefix(task.name, self.tasks.index(task), self.colour)
@@ -186,10 +229,7 @@ class Runner:
         """Reap exits, restart what a StatefulSet would, and apply the lifecycle rules."""
         now = time.monotonic()
         for task in self.tasks:
-            if task.proc is not None and task.exit is None and task.proc.poll() is not None:
-                task.exit = Exit(
-                    task.proc.returncode, "Completed" if task.proc.returncode == 0 else "Error"
-                )
+            if self._reap(task):
                 task.restart_at = now + min(10.0, 2.0**task.restarts)
         decision = decide(
             self.view.with_status(self.status),
@@ -207,18 +247,51 @@ class Runner:
                     self.start(task)
         return self.status
 
-    def stop(self) -> None:
-        """Terminate every process group; kill what does not go within a few seconds."""
-        live = [t.proc for t in self.tasks if t.proc is not None and t.proc.poll() is None]
-        for proc in live:
-            _signal(proc, signal.SIGTERM)
-        deadline = time.monotonic() + 5
-        for proc in live:
-            try:
-                proc.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                _signal(proc, signal.SIGKILL)
-                proc.wait()
+    def _reap(self, task: Task) -> bool:
+        """Whether the task's process has just ended; its exit as a container's, with its
+        termination message."""
+        if task.proc is None or task.exit is not None or task.proc.poll() is None:
+            return False
+        try:
+            message = task.termination.read_text(errors="replace")
+        except OSError:
+            message = ""
+        task.exit = exit_of(task.proc.returncode, message)
+        return True
+
+    def stop(self) -> list[Task]:
+        """Stop every task as the kubelet stops a pod's container, all at once: SIGTERM to its
+        first process (the trainer's supervisor passes it on), SIGKILL to its process group
+        once its grace period is over (at once on a second interrupt), and to what it leaves
+        behind. The tasks it stopped, their exits reaped."""
+        live = [t for t in self.tasks if t.proc is not None and t.proc.poll() is None]
+        begun = time.monotonic()
+        for task in live:
+            assert task.proc is not None
+            _signal(task.proc, signal.SIGTERM, group=False)
+        waiting = list(live)
+        while waiting:
+            now = time.monotonic()
+            for task in waiting:
+                assert task.proc is not None
+                if task.proc.poll() is not None:
+                    continue
+                if self.hurry.is_set():
+                    task.killed = f"killed on a second {self.cause or 'interrupt'}"
+                elif now >= begun + task.grace:
+                    task.killed = f"killed after its grace period of {task.grace} s"
+                else:
+                    continue
+                _signal(task.proc, signal.SIGKILL)
+                task.proc.wait()
+            waiting = [t for t in waiting if t.proc is not None and t.proc.poll() is None]
+            if waiting:
+                self.hurry.wait(0.1)
+        for task in live:
+            assert task.proc is not None
+            _signal(task.proc, signal.SIGKILL)  # what it left in its group: a container's end
+            self._reap(task)
+        return live
 
     def run(self) -> int:
         if self.view.spec is None:
@@ -245,14 +318,39 @@ class Runner:
         for task in self.tasks:
             self.start(task)
         try:
-            while not st.is_finished(self.step()):
-                time.sleep(0.2)
+            while not st.is_finished(self.step()) and not self.stopping.is_set():
+                self.stopping.wait(0.2)
         finally:
-            self.stop()
-        self.summary()
-        return 0 if st.is_true(self.status, st.Cond.SUCCEEDED) else 1
+            on_request = self.stopping.is_set() and not st.is_finished(self.status)
+            if on_request:
+                grace = max(t.grace for t in self.tasks)
+                self.say(
+                    f"[tfjob] {self.cause}: stopping every task as a cluster stops its pods "
+                    f"(SIGTERM, SIGKILL after {grace} s): the trainer's chief saves the step "
+                    "it is on. Once more to kill them now."
+                )
+            stopped = self.stop()
+        self.drain()
+        stop = None
+        if on_request:
+            step = saved_step(t.exit for t in stopped)
+            unclean = [u for t in stopped if (u := unclean_exit(t.name, t.exit, t.killed))]
+            job = f"{self.view.ref.namespace}/{self.view.ref.name}"
+            stop = (stop_message(job, step, unclean), step)
+        self.summary(stop)
+        return exit_code(self.status, on_request)
 
-    def summary(self) -> None:
+    def drain(self) -> None:
+        """Wait a little for the last lines of the tasks that ended, so that the summary comes
+        after them (a process that left a child holding its output is not waited for)."""
+        deadline = time.monotonic() + DRAIN_SECS
+        for task in self.tasks:
+            for pump in task.pumps:
+                pump.join(max(0.0, deadline - time.monotonic()))
+
+    def summary(self, stop: tuple[str, int | None] | None = None) -> None:
+        """The closing summary; `stop`: the job was stopped on request, with this message and
+        the step saved."""
         logs = self.workdir / "checkpoints" / "logs"
         self.say("")
         for line in summary_lines(
@@ -261,10 +359,66 @@ class Runner:
             [t.result for t in self.tasks],
             checkpoints=self.workdir / "checkpoints",
             tensorboard=f"tensorboard --logdir {logs}",
+            stopped=stop,
         ):
             self.say(line)
 
 
-def _signal(proc: subprocess.Popen[bytes], sig: int) -> None:
+def exit_of(returncode: int, message: str = "") -> Exit:
+    """A process's end as a container's, as the rules read a pod's: a signal's as 128 + its
+    number (Popen says -N), the termination message cut as the operator cuts a pod's."""
+    code = 128 - returncode if returncode < 0 else returncode
+    return Exit(code, "Completed" if code == 0 else "Error", message[:MESSAGE_LIMIT])
+
+
+def saved_step(exits: Iterable[Exit | None]) -> int | None:
+    """The step a stop saved: the newest a stopped task names (the chief's; MultiWorkerMirrored's
+    workers save together and all name it), as the operator takes status.lastStop.savedStep."""
+    return max((e.saved_step for e in exits if e and e.saved_step is not None), default=None)
+
+
+def unclean_exit(name: str, ended: Exit | None, killed: str = "") -> str:
+    """How a task did not leave as a stop asks, for the summary ("" when it did: stopped, or
+    done before): a stop that loses the chief's save says so, not only what it saved."""
+    if killed:
+        return f"{name} ({killed})"
+    if ended is None or ended.stopped or ended.code == 0:
+        return ""
+    return f"{name} (exit code {ended.code})"
+
+
+def stop_message(job: str, step: int | None, unclean: Sequence[str] = ()) -> str:
+    """The summary's word on a job stopped on request: the step saved, from which the next run
+    in the same --workdir resumes, as the operator's `Stopped` Event says on a cluster."""
+    if step is not None:
+        text = (
+            f"TFJob {job} stopped at step {step}, saved; run it again with this --workdir to "
+            f"resume from step {step}."
+        )
+    else:
+        text = (
+            f"TFJob {job} stopped with nothing saved; run it again with this --workdir to "
+            "resume from its newest checkpoint, if any."
+        )
+    if unclean:
+        text += " Not stopped cleanly: " + ", ".join(unclean) + "."
+    return text
+
+
+def exit_code(status: st.Status, stopped: bool) -> int:
+    """0 when the job succeeded, 1 when it failed. Stopped on request before it finished,
+    `EXIT_STOPPED`: no failure, as a stop never is on a cluster, and the code a stopped task
+    gives, above 128 as a signal's exit is, so that a wrapper that retries signals retries it."""
+    if stopped and not st.is_finished(status):
+        return EXIT_STOPPED
+    return 0 if st.is_true(status, st.Cond.SUCCEEDED) else 1
+
+
+def _signal(proc: subprocess.Popen[bytes], sig: int, group: bool = True) -> None:
+    """Signal the process group (every process of the task, as a container's), or the
+    task's first process alone (`group` False: the container's PID 1)."""
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, sig)
+        if group:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)

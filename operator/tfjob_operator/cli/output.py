@@ -43,9 +43,12 @@ def summary_lines(
     *,
     checkpoints: object = "-",
     tensorboard: str = "-",
+    stopped: tuple[str, int | None] | None = None,
 ) -> list[str]:
     """The closing summary of a job, the same for `tfjob run` and `tfjob submit --follow`:
-    its state and message, and what the chief's result line says."""
+    its state and message, and what the chief's result line says. `stopped`: the job was
+    stopped on request before it finished (`tfjob run` on Ctrl-C), with what to say of it and
+    the step saved; a stopped chief prints no result line."""
     state = st.state(status)
     final: dict[str, Any] = next(
         (c for c in reversed(status.get("conditions", [])) if c["type"] == state), {}
@@ -55,10 +58,14 @@ def summary_lines(
         or next((r for r in results if r), None)
         or {}
     )
+    steps = chief.get("steps", "-")
+    if stopped is not None:
+        state, final = "Stopped", {"message": stopped[0]}
+        steps = steps if stopped[1] is None else stopped[1]
     rows = [
         ("state", f"{state}: {final.get('message', '')}"),
         ("duration", f"{duration:.1f} s"),
-        ("steps", chief.get("steps", "-")),
+        ("steps", steps),
         evaluated(chief),
         ("checkpoint", chief.get("checkpoint") or checkpoints),
         ("export", chief.get("export", "-")),

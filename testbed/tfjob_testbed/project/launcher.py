@@ -17,6 +17,7 @@ import tensorflow as tf
 from tfjob_operator.api.spec import ReplicaType
 from tfjob_operator.rules import tfconfig
 from tfjob_protocol.result import Result, parse_last
+from tfjob_protocol.stop import ENV_TERMINATION_LOG
 from tfjob_testbed.core.paths import ROOT
 from tfjob_testbed.core.procs import free_ports
 
@@ -114,7 +115,7 @@ class Job:
         # Where the task writes its termination message, as the kubelet's file is in a pod.
         termination = self.termination_log(name)
         termination.write_text("")
-        env["TFJOB_TERMINATION_LOG"] = str(termination)
+        env[ENV_TERMINATION_LOG] = str(termination)
         argv = [sys.executable, "-m", "tfjob_trainer", *self.args, *(extra or [])]
         if task_type in self.unmounted:
             self.checkpoint_dir.mkdir(parents=True, exist_ok=True)

@@ -99,7 +99,7 @@ def leave(step: int | None) -> NoReturn:
 def _write_termination_message(text: str) -> None:
     """Into the container's termination log, where Kubernetes reads it, if there is one: never
     create a file under /dev of a machine outside a container."""
-    path = Path(os.environ.get("TFJOB_TERMINATION_LOG", protocol.TERMINATION_LOG))
+    path = Path(os.environ.get(protocol.ENV_TERMINATION_LOG, protocol.TERMINATION_LOG))
     if not path.exists():
         return
     try:
