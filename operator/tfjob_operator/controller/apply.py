@@ -75,10 +75,13 @@ def apply_children(
     return generations
 
 
-def converge(kube: Kube, namespace: str, decision: Decision) -> None:
-    """Scale down and delete the children the decision no longer wants (in a thread)."""
+def converge(kube: Kube, job: JobState, namespace: str, decision: Decision) -> None:
+    """Scale down and delete the children the decision no longer wants (in a thread). A
+    StatefulSet scaled down before is not asked again while the watch has not shown it yet."""
     for name in decision.scale_down:
-        kube.scale_to_zero(namespace, name)
+        if name not in job.scaled:
+            kube.scale_to_zero(namespace, name)
+            job.scaled.add(name)
     for kind, name in decision.delete_children:
         log.info("%s: deleting %s %s: it left the spec", namespace, kind, name)
         kube.delete_child(kind, namespace, name)

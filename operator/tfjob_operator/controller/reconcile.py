@@ -332,7 +332,8 @@ class Reconciler:
         fresh = job.applied is None and not sets and not view.status.get("conditions")
         decision = await self._apply_children(job, decision, refused, fresh, sets)
         if decision.scale_down or decision.delete_children:
-            await asyncio.to_thread(converge, self.kube, key[0], decision)
+            await asyncio.to_thread(converge, self.kube, job, key[0], decision)
+        job.scaled &= set(decision.scale_down)  # shown scaled down: asked again if wanted
         await label_pods(self.kube, job, key[0], decision)
 
         counts_delay = counts_wait(job, decision, self.clock)

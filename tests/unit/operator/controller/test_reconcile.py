@@ -463,6 +463,30 @@ def test_a_restart_deletes_every_old_pod_at_once_once_after_the_status_that_says
     assert not cluster.calls("delete_pod")[3:] and not cluster.reconciler.state[key].restarted
 
 
+def test_a_finished_jobs_statefulsets_are_scaled_down_once_while_the_view_lags(cluster):
+    """Write only what changed: a view that still shows the StatefulSets wanting pods asks
+    for no second scale-down; once it has shown them at 0, a scale-up is undone again."""
+
+    def sets(replicas: int) -> list[StatefulSetObservation]:
+        return [StatefulSetObservation("done-worker", "uid-sts", replicas)]
+
+    key = cluster.create("done", replicas={"Worker": 1})
+    cluster.running(key, 0)
+    cluster.reconcile(key)
+    cluster.pods[key] = [observe(pod("done", "worker", 0, state="terminated", exit_code=0))]
+    cluster.sets[key] = sets(1)
+    cluster.reconcile(key)
+    assert st.state(cluster.status(key)) == "Succeeded"
+    assert len(cluster.calls("scale_to_zero")) == 1
+    cluster.reconcile(key)  # the watch has not shown the scale-down yet
+    assert len(cluster.calls("scale_to_zero")) == 1
+    cluster.sets[key] = sets(0)
+    cluster.reconcile(key)
+    cluster.sets[key] = sets(1)  # scaled up by someone else
+    cluster.reconcile(key)
+    assert len(cluster.calls("scale_to_zero")) == 2
+
+
 def test_a_finished_job_that_waits_for_nothing_keeps_no_parsed_spec(cluster):
     """Memory follows live jobs: a finished job is its record in the index and what was
     written; its spec is parsed again only if it is read again."""
