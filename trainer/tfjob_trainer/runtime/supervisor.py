@@ -11,6 +11,10 @@ stop (`StopRequest.defer`, one byte on a pipe), kills the task after `LEAVE_SECS
 stopped, with nothing saved, as the task itself would have left. A task that saves gets the
 whole grace period for its save, as before. The parent passes the task's exit on: its code, or
 128 + the signal that ended it, as a shell does.
+
+A chief under parameter servers also sends its supervisor a pulse (`stall.PULSE`): a chief
+whose threads stopped running while every peer answers is killed and leaves as for a lost peer
+(`stall.Frozen`).
 """
 
 from __future__ import annotations
@@ -18,11 +22,15 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import select
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
+from . import stall
+from .exit_codes import EXIT_PEER_LOST
 from .stopping import STOP, leave
 
 # How long a task that saves nothing has to leave by itself on SIGTERM before it is killed.
@@ -34,14 +42,18 @@ def supervised(task: Callable[[], int]) -> int:
     """Run `task` in a child process under this process's supervision; in the child, the
     task's return; in the parent, the task's exit status."""
     saves_r, saves_w = os.pipe()
+    pulse_r, pulse_w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(saves_r)
+        os.close(pulse_r)
         parent_death_signal(signal.SIGKILL)  # the task goes with its supervisor
         STOP.report_saves_to(saves_w)
+        stall.PULSE.report_to(pulse_w)
         return task()
     os.close(saves_w)
-    return Supervisor(pid, saves_r).wait()
+    os.close(pulse_w)
+    return Supervisor(pid, saves_r, pulse_r).wait()
 
 
 def parent_death_signal(sig: int) -> None:
@@ -51,13 +63,15 @@ def parent_death_signal(sig: int) -> None:
 
 
 class Supervisor:
-    def __init__(self, pid: int, saves: int) -> None:
+    def __init__(self, pid: int, saves: int, pulse: int) -> None:
         self.pid, self.saves = pid, saves
         self.task_saves = self.killed = False
         os.set_blocking(saves, False)
+        self.frozen = FrozenTask(pid, pulse)
 
     def wait(self) -> int:
         """Until the task exits, forwarding SIGTERM; its exit status."""
+        self.frozen.start()
         signal.signal(signal.SIGTERM, self._stop)
         # Ctrl-C reaches the task from the terminal itself (one process group).
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -71,6 +85,8 @@ class Supervisor:
                 flush=True,
             )
             leave(None)
+        if self.frozen.killed:
+            return EXIT_PEER_LOST
         code = os.waitstatus_to_exitcode(status)
         return code if code >= 0 else 128 - code
 
@@ -86,3 +102,29 @@ class Supervisor:
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGKILL)
             self.killed = True
+
+
+class FrozenTask(threading.Thread):
+    """Reads the task's pulse and kills the task once `stall.Frozen` says so."""
+
+    def __init__(self, pid: int, pulse: int) -> None:
+        super().__init__(name="tfjob-frozen-task", daemon=True)
+        self.pid, self.pulse = pid, pulse
+        self.judge = stall.Frozen()
+        self.killed = False
+
+    def run(self) -> None:
+        while True:
+            ready, _, _ = select.select([self.pulse], [], [], stall.CHECK_SECONDS)
+            if ready:
+                data = os.read(self.pulse, 65536)
+                if not data:
+                    return  # the task is gone
+                self.judge.feed(data)
+            message = self.judge.check()
+            if message:
+                print(f"tfjob-trainer: chief {message}", file=sys.stderr, flush=True)
+                self.killed = True
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.pid, signal.SIGKILL)
+                return
