@@ -59,6 +59,8 @@ def next_operator(node: Node, cluster: Cluster) -> Iterator[str]:
         {f"{SITE}/tfjob_next_operator.py": NEXT_OPERATOR,
          f"{SITE}/tfjob_next_operator.pth": "import tfjob_next_operator\n"},
     )  # fmt: skip
+    # A second node made later imports what this one did: the archives stay where they were.
+    assert all(a.exists() for a in node.archives), node.archives
     node.import_images([built.archive])
     yield tag.rsplit(":", 1)[1]
     helm_operator(cluster, "image.tag=")

@@ -228,7 +228,8 @@ def program_image(binary: Path, tag: str, workdir: str = "/", user: str = "0:0")
             _build_context(containerfile, {name: (binary.read_bytes(), 0o755)}, tag, stamp_name)
 
         built = stamped_build(stamp_name, digest.hexdigest(), tag, run_build)
-        return BuiltImage((tag,), built, _archive(built))
+        # Archived under its own name: the image it derives from keeps its archive.
+        return BuiltImage((tag,), built, _archive(built, stamp_name))
 
 
 def _build_context(
@@ -266,7 +267,8 @@ def derived_image(image: str, tag: str, files: Mapping[str, str]) -> BuiltImage:
             _build_context(containerfile, context, tag, stamp_name)
 
         built = stamped_build(stamp_name, digest.hexdigest(), tag, run_build)
-        return BuiltImage((tag,), built, _archive(built))
+        # Archived under its own name: the image it derives from keeps its archive.
+        return BuiltImage((tag,), built, _archive(built, stamp_name))
 
 
 def archive(image: str) -> Path:
@@ -523,19 +525,24 @@ def tar_rootfs(rootfs: Path, rootfs_tar: Path) -> None:
     partial.replace(rootfs_tar)
 
 
-def _archive(image: str) -> Path:
+def _archive(image: str, archive_name: str | None = None) -> Path:
+    """`archive`; `archive_name` (default: the first tag's repository) names the file, and
+    only that name's older archives are removed."""
     full_id = image_id(image)
     names = run("image", "inspect", "--format", "{{range .RepoTags}}{{.}}\n{{end}}", full_id)
     tags = [t for t in names.stdout.split() if t]
     if not tags:
         raise ImageError(f"{image}: no tag to save it under")
-    name = tags[0].rsplit("/", 1)[-1].split(":", 1)[0]
+    repository = tags[0].rsplit("/", 1)[-1].split(":", 1)[0]
+    name = archive_name or repository
     target = images_dir() / f"{name}-{full_id[:12]}.tar"
     if not target.exists():
-        manifest = _save_layout(full_id, images_dir() / "oci" / name)
+        # One layout per repository: a derived image shares its base's layers there.
+        layout = images_dir() / "oci" / repository
+        manifest = _save_layout(full_id, layout)
         partial = target.with_suffix(".tar.partial")
         partial.unlink(missing_ok=True)
-        _write_docker_archive(images_dir() / "oci" / name, manifest, tags, partial)
+        _write_docker_archive(layout, manifest, tags, partial)
         partial.replace(target)
     for old in images_dir().glob(f"{name}-*.tar"):
         if old != target and re.fullmatch(rf"{re.escape(name)}-[0-9a-f]{{12}}\.tar", old.name):
