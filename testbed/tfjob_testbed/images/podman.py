@@ -228,8 +228,7 @@ def program_image(binary: Path, tag: str, workdir: str = "/", user: str = "0:0")
             _build_context(containerfile, {name: (binary.read_bytes(), 0o755)}, tag, stamp_name)
 
         built = stamped_build(stamp_name, digest.hexdigest(), tag, run_build)
-        # Archived under its own name: the image it derives from keeps its archive.
-        return BuiltImage((tag,), built, _archive(built, stamp_name))
+        return BuiltImage((tag,), built, _archive(built))
 
 
 def _build_context(
