@@ -71,7 +71,7 @@ class Supervisor:
 
     def wait(self) -> int:
         """Until the task exits, forwarding SIGTERM; its exit status."""
-        self.frozen.start()
+        start_deaf(self.frozen)
         signal.signal(signal.SIGTERM, self._stop)
         # Ctrl-C reaches the task from the terminal itself (one process group).
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -102,6 +102,21 @@ class Supervisor:
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGKILL)
             self.killed = True
+
+
+HANDLED = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGALRM})
+
+
+def start_deaf(thread: threading.Thread) -> None:
+    """Start `thread` with the signals the supervisor handles blocked in it. The kernel gives a
+    process's signal to any thread that does not block it, and a signal taken by another thread
+    does not interrupt the main thread's `waitpid`, so the handler (which Python runs only in
+    the main thread) would wait for the task's exit: SIGTERM would never be passed on."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED)
+    try:
+        thread.start()  # a new thread starts with its creator's mask
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 class FrozenTask(threading.Thread):
