@@ -89,13 +89,13 @@ def tfjob_marks(marks: Marks, job: Obj, at: float) -> None:
 
 
 class Watcher:
-    """Watches pods and TFJobs in one namespace from two threads until `stop()`."""
+    """Watches pods and TFJobs (of `group`) in one namespace from two threads until `stop()`."""
 
-    def __init__(self, kubeconfig: Path, namespace: str, marks: Marks) -> None:
+    def __init__(self, kubeconfig: Path, namespace: str, marks: Marks, group: str = GROUP) -> None:
         client = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
         self.core = kubernetes.client.CoreV1Api(client)
         self.custom = kubernetes.client.CustomObjectsApi(client)
-        self.namespace = namespace
+        self.namespace, self.group = namespace, group
         self.marks = marks
         self._stopped = threading.Event()
         self._threads = [
@@ -125,7 +125,7 @@ class Watcher:
     def _tfjobs(self, watch: Watch, version: str | None) -> Iterable[Obj]:
         return watch.stream(
             self.custom.list_namespaced_custom_object,
-            GROUP,
+            self.group,
             VERSION,
             self.namespace,
             PLURAL,

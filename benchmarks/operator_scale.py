@@ -35,13 +35,14 @@ import statistics
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import kubernetes
+import yaml
 from create_jobs import REPLICAS, add_qps_argument, create_at_once, pct, rss_mb, run_bare
 
 from tfjob_operator.api.crd import crd
@@ -51,7 +52,7 @@ from tfjob_testbed.addons import peer
 from tfjob_testbed.controlplane.plane import AUDIT_EVERYTHING, ControlPlane, ensure_binaries
 from tfjob_testbed.core.jobs import container_status, tfjob
 from tfjob_testbed.core.kube import Kubectl, wait_for
-from tfjob_testbed.core.paths import scratch_dir
+from tfjob_testbed.core.paths import ROOT, scratch_dir
 from tfjob_testbed.core.tools import ensure_tools
 from tfjob_testbed.project.operator import OperatorProcess
 from tfjob_testbed.sandbox import install_crd
@@ -66,13 +67,18 @@ VERSION_PEER = peer.version().removeprefix("v")
 
 @contextlib.contextmanager
 def audited_plane(
-    prefix: str,
+    prefix: str, controller_manager_args: Sequence[str] = ()
 ) -> Iterator[tuple[Path, ControlPlane, Kubectl, kubernetes.client.ApiClient]]:
     """A control plane in a scratch directory named by `prefix`, whose audit log keeps every
     request, with the operator's CRD installed: (the directory, the plane, kubectl, a client)."""
     work = scratch_dir(prefix)
     tools = ensure_tools()
-    with ControlPlane(work / "plane", ensure_binaries(), audit_policy=AUDIT_EVERYTHING) as plane:
+    with ControlPlane(
+        work / "plane",
+        ensure_binaries(),
+        audit_policy=AUDIT_EVERYTHING,
+        controller_manager_args=controller_manager_args,
+    ) as plane:
         kubectl = Kubectl(tools.kubectl, plane.kubeconfig)
         install_crd(kubectl)
         api = kubernetes.config.new_client_from_config(config_file=str(plane.kubeconfig))
@@ -413,6 +419,54 @@ def replace_crd(kubectl: Kubectl, obj: dict[str, Any]) -> None:
     wait_for(ours, 60, "the operator's schema for tfjobs.kubeflow.org", interval=0.5)
 
 
+CHART = ROOT / "charts" / "tfjob-operator"
+
+
+def operator_limit(args: argparse.Namespace) -> list[str]:
+    """Our operator's client limit: the chart's values (--shipped), or --kube-api-qps."""
+    if args.shipped:
+        values = yaml.safe_load((CHART / "values.yaml").read_text())["kubeApi"]
+        return [f"--kube-api-qps={values['qps']}", f"--kube-api-burst={values['burst']}"]
+    if args.operator_src:
+        return []  # an older checkout has no rate limit to turn off
+    return [f"--kube-api-qps={args.kube_api_qps}"]
+
+
+def peer_limit(args: argparse.Namespace) -> list[str]:
+    """training-operator's client limit: its own defaults (--shipped), or none unless
+    --kube-api-qps asks for one. Its limit is a token bucket, where 0 would block, so "none" is
+    one that never binds."""
+    if args.shipped:
+        return []
+    unlimited = args.kube_api_qps in ("0", "")
+    qps = "1000000" if unlimited else args.kube_api_qps
+    burst = "1000000" if unlimited else str(max(30, int(float(qps) * 1.5)))
+    return [f"--kube-api-qps={qps}", f"--kube-api-burst={burst}"]
+
+
+def controller_manager_limit(args: argparse.Namespace) -> list[str]:
+    """kube-controller-manager's client limit: its default (20/s, 30 at once) unless
+    --kcm-api-qps raises it (its burst then 1.5 times that)."""
+    if args.kcm_api_qps is None:
+        return []
+    qps = args.kcm_api_qps
+    return [f"--kube-api-qps={qps:g}", f"--kube-api-burst={max(30, int(qps * 1.5))}"]
+
+
+def limits(args: argparse.Namespace) -> str:
+    """The client limits of a comparison, for its title."""
+    kcm = (
+        "kube-controller-manager at its default 20/s"
+        if args.kcm_api_qps is None
+        else f"kube-controller-manager --kube-api-qps={args.kcm_api_qps:g}"
+    )
+    if args.shipped:
+        return f"both controllers as shipped, client limits 20/s (burst 30); {kcm}"
+    if args.kube_api_qps in ("0", ""):
+        return f"no client-side limit on either controller; {kcm}"
+    return f"both controllers at client QPS {args.kube_api_qps}; {kcm}"
+
+
 def compare(
     plane: ControlPlane,
     kubectl: Kubectl,
@@ -423,20 +477,11 @@ def compare(
     operator_env: dict[str, str],
 ) -> dict[str, dict[str, Any]]:
     """Step 6: Kubeflow's training-operator on its own CRD, then ours on ours."""
-    # No client-side limit for either unless one is asked for (see --kube-api-qps): the
-    # peer's is a token bucket, where 0 would block, so "none" is one that never binds.
-    unlimited = args.kube_api_qps in ("0", "")
-    qps = "1000000" if unlimited else args.kube_api_qps
-    burst = "1000000" if unlimited else str(max(30, int(float(qps) * 1.5)))
     theirs = peer.PeerProcess(
         kubectl,
         work / "training-operator.log",
         "peer",
-        [
-            f"--kube-api-qps={qps}",
-            f"--kube-api-burst={burst}",
-            f"--controller-threads={args.peer_threads}",
-        ],
+        [*peer_limit(args), f"--controller-threads={args.peer_threads}"],
     )
     ours = OperatorProcess(
         plane.kubeconfig,
@@ -510,9 +555,8 @@ def writes_per_job(events: list[dict[str, Any]], ns: str, n: int) -> str:
     return f"{len(mine) / n:.2f} ({writes / n:.2f})"
 
 
-def comparison_tables(results: dict[str, dict[str, Any]], n: int, qps: str) -> None:
+def comparison_tables(results: dict[str, dict[str, Any]], n: int, limit: str) -> None:
     ours, theirs = results["ours"], results["peer"]
-    limit = "no client-side limit" if qps in ("0", "") else f"client QPS {qps}"
 
     def both(fmt: Callable[[dict[str, Any]], str]) -> tuple[str, str]:
         return fmt(ours), fmt(theirs)
@@ -602,19 +646,42 @@ def main() -> None:
         help="training-operator's --controller-threads (default 1, its own default and what "
         "its manifests run)",
     )
+    parser.add_argument(
+        "--comparison-only",
+        action="store_true",
+        help="run step 6 alone: the same jobs through training-operator and through ours",
+    )
+    parser.add_argument(
+        "--shipped",
+        action="store_true",
+        help="both controllers with the client limits they ship with: ours the chart's values, "
+        "training-operator its own defaults (instead of --kube-api-qps)",
+    )
+    parser.add_argument(
+        "--kcm-api-qps",
+        type=float,
+        help="kube-controller-manager's --kube-api-qps (its burst 1.5 times that); default: its "
+        "own, 20, which its StatefulSet controller shares with every other controller in it",
+    )
     add_qps_argument(parser)
     args = parser.parse_args()
-    with audited_plane("tfjob-scale-") as (work, plane, kubectl, api):
+    operator_args = ["--log-level=info", *operator_limit(args)]
+    operator_env = {}
+    if args.operator_src:
+        operator_env["PYTHONPATH"] = str(args.operator_src.resolve())
+    with audited_plane("tfjob-scale-", controller_manager_limit(args)) as (
+        work,
+        plane,
+        kubectl,
+        api,
+    ):
+        if args.comparison_only:
+            peers = compare(plane, kubectl, api, work, args, operator_args, operator_env)
+            comparison_tables(peers, args.jobs, limits(args))
+            return
         core, custom = kubernetes.client.CoreV1Api(api), kubernetes.client.CustomObjectsApi(api)
         audit = Audit(plane.audit_log)
-        # An older checkout (--operator-src) has no rate limit to turn off.
-        limit = [] if args.operator_src else [f"--kube-api-qps={args.kube_api_qps}"]
-        operator = OperatorProcess(
-            plane.kubeconfig, work / "operator.log", ["--log-level=info", *limit]
-        )
-        operator_env = {}
-        if args.operator_src:
-            operator_env["PYTHONPATH"] = str(args.operator_src.resolve())
+        operator = OperatorProcess(plane.kubeconfig, work / "operator.log", operator_args)
         operator.env.update(operator_env)
         operator.start()
         pid = operator.proc.pid
@@ -648,7 +715,6 @@ def main() -> None:
             lifetime = idled = None
         finally:
             operator.stop()
-        operator_args = ["--log-level=info", *limit]
         peers = None
         if not args.no_peer:
             # Before the bare loop: the controller-manager would make the pods of its
@@ -691,7 +757,7 @@ def main() -> None:
         )
         per_job_table(life, namespaces, "from create to children")
         if peers:
-            comparison_tables(peers, args.jobs, args.kube_api_qps)
+            comparison_tables(peers, args.jobs, limits(args))
         return
     table(
         f"Operator process (RSS, CPU seconds from /proc; {jobs} jobs in the end)",
@@ -716,7 +782,7 @@ def main() -> None:
         print("idle requests:", Counter(what(e) for e in idle_requests).most_common(10))
     per_job_table(life, namespaces)
     if peers:
-        comparison_tables(peers, args.jobs, args.kube_api_qps)
+        comparison_tables(peers, args.jobs, limits(args))
 
 
 if __name__ == "__main__":

@@ -22,9 +22,10 @@ import subprocess
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 
 import yaml
-from nodewatch import Marks, Watcher, print_table
+from nodewatch import GROUP, Marks, Watcher, print_table
 
 from tfjob_testbed.cluster import Cluster, running
 from tfjob_testbed.core.jobs import example
@@ -85,43 +86,62 @@ def wait(check, what: str) -> object:
     return value
 
 
-def one_run(cluster: Cluster, extra: list[str]) -> dict[str, float]:
-    """Apply mnist-ps in a fresh namespace; each part of its start-up, in seconds."""
-    ns = f"startup-{uuid.uuid4().hex[:6]}"
-    cluster.kubectl("create", "namespace", ns)
+@dataclass
+class Started:
+    """What one job's start-up showed: the moment of `kubectl apply` (t0), the watches' marks,
+    and each pod's `start-up:` parts (seconds; `started` is the process's start, wall clock)."""
+
+    t0: float
+    marks: Marks
+    tasks: dict[str, dict[str, float]]
+    first_step_at: float
+
+
+def start_one(cluster: Cluster, ns: str, job: dict, pods: list[str], group: str = GROUP) -> Started:
+    """Apply `job` in `ns` and follow it to Succeeded: its start-up as the watches and the
+    trainer's own lines saw it. The first of `pods` is the chief."""
     marks = Marks()
     logs = Logs(cluster, ns)
-    out: dict[str, float] = {}
-    with Watcher(cluster.kubeconfig, ns, marks):
+    with Watcher(cluster.kubeconfig, ns, marks, group):
         t0 = time.time()
-        cluster.kubectl(
-            "apply", "-n", ns, "-f", "-", input=yaml.safe_dump(example(JOB, JOB, extra))
-        )
-        out["applied"] = time.time() - t0
-        for pod in PODS:
+        cluster.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump(job))
+        marks.mark("applied", time.time())
+        for pod in pods:
             marks.wait(("running", pod), DEADLINE)
             logs.follow(pod)
-        first = wait(lambda: logs.find(CHIEF, FIRST_STEP), "the chief's first step line")
+        first = wait(lambda: logs.find(pods[0], FIRST_STEP), "the chief's first step line")
         ready = {
-            pod: wait(lambda p=pod: logs.find(p, READY), f"{pod}'s start-up line") for pod in PODS
+            pod: wait(lambda p=pod: logs.find(p, READY), f"{pod}'s start-up line") for pod in pods
         }
-        marks.wait(("condition", JOB, "Succeeded"), DEADLINE)
+        marks.wait(("condition", job["metadata"]["name"], "Succeeded"), DEADLINE)
     logs.stop()
-    cluster.kubectl("delete", "namespace", ns, "--timeout=300s")
 
-    def parts(pod: str) -> dict[str, float]:
-        match = ready[pod]
+    def parts(match: re.Match[str]) -> dict[str, float]:
         found = dict(re.findall(r"(\w+) ([\d.]+) s", match["parts"]))
         return {name: float(v) for name, v in found.items()} | {
             "ready": float(match["ready"]),
             "started": float(match["at"]),
         }
 
-    every = {pod: parts(pod) for pod in PODS}
+    tasks = {pod: parts(match) for pod, match in ready.items()}
+    return Started(t0, marks, tasks, tasks[pods[0]]["started"] + float(first["first"]))
+
+
+def one_run(cluster: Cluster, extra: list[str], storage_class: str | None) -> dict[str, float]:
+    """Apply mnist-ps in a fresh namespace (its checkpoint claim of `storage_class`, None: the
+    default class); each part of its start-up, in seconds."""
+    ns = f"startup-{uuid.uuid4().hex[:6]}"
+    cluster.kubectl("create", "namespace", ns)
+    job = example(JOB, JOB, extra)
+    if storage_class:
+        job["spec"]["checkpoint"]["storage"]["storageClassName"] = storage_class
+    run = start_one(cluster, ns, job, PODS)
+    cluster.kubectl("delete", "namespace", ns, "--timeout=300s")
+    t0, marks, every = run.t0, run.marks, run.tasks
     chief = every[CHIEF]
     created, scheduled = marks.get(("created", CHIEF))[0], marks.get(("scheduled", CHIEF))[0]
-    first_step_at = chief["started"] + float(first["first"])
-    out |= {
+    return {
+        "applied": marks.get("applied")[0] - t0,
         "created": created - t0,
         "scheduled": scheduled - created,
         "container": chief["started"] - scheduled,
@@ -132,15 +152,14 @@ def one_run(cluster: Cluster, extra: list[str]) -> dict[str, float]:
         - chief.get("peers", 0.0)
         - chief.get("data", 0.0)
         - chief.get("import", 0.0),
-        "first_step": first_step_at - chief["started"] - chief["ready"],
-        "total": first_step_at - t0,
+        "first_step": run.first_step_at - chief["started"] - chief["ready"],
+        "total": run.first_step_at - t0,
         "reported": marks.get(("running", CHIEF))[0] - chief["started"],
         "last_started": max(p["started"] for p in every.values()) - t0,
         "max_import": max(p.get("import", 0.0) for p in every.values()),
         "max_data": max(p.get("data", 0.0) for p in every.values()),
         "last_ready": max(p["started"] + p["ready"] for p in every.values()) - t0,
     }
-    return out
 
 
 ROWS = [
@@ -166,18 +185,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--steps", type=int, default=100, help="the example's --steps")
+    parser.add_argument(
+        "--storage-class",
+        help="the checkpoint claim's class (default: the cluster's default, which on the bed "
+        "binds at the first consumer as kind's does; `shared` binds at once)",
+    )
     a = parser.parse_args()
     extra = [f"--steps={a.steps}", "--log-every=10"]
     with running() as cluster:
         bring_up = cluster.timings["total"]
         runs = []
         for i in range(a.runs):
-            runs.append(one_run(cluster, extra))
+            runs.append(one_run(cluster, extra, a.storage_class))
             print(f"run {i + 1}: " + ", ".join(f"{k} {v:.2f}" for k, v in runs[-1].items()))
     print(f"\n(cluster up in {bring_up:.0f} s)")
     print_table(
-        f"mnist-ps (--steps={a.steps}, --log-every=10) on the real node, {len(runs)} runs one "
-        "after another, the chief's start-up part by part:",
+        f"mnist-ps (--steps={a.steps}, --log-every=10, checkpoint claim of class "
+        f"{a.storage_class or 'default'}) on the real node, {len(runs)} runs one after another, "
+        "the chief's start-up part by part:",
         [(label, [r[key] for r in runs]) for key, label in ROWS],
     )
 

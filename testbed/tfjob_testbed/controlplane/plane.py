@@ -29,7 +29,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -288,16 +288,20 @@ class ControlPlane:
         address: str = "127.0.0.1",
         node: bool = False,
         audit_policy: dict[str, Any] | None = None,
+        controller_manager_args: Sequence[str] = (),
     ) -> None:
         """``node``: serve a real node too, on ``address`` (an address of this host that
         pods reach): the ``kubernetes`` Service gets that endpoint, kube-scheduler runs, and
         the API server reaches the kubelet by its InternalIP with a client certificate.
-        ``audit_policy``: what the audit log keeps (default: writes to the operator's kinds)."""
+        ``audit_policy``: what the audit log keeps (default: writes to the operator's kinds).
+        ``controller_manager_args``: flags added to kube-controller-manager's (its client
+        limits, for a benchmark)."""
         self.workdir = Path(workdir).absolute()
         self.audit_policy = audit_policy or AUDIT_POLICY
         self.binaries = binaries
         self.address = address
         self.node = node
+        self.controller_manager_args = list(controller_manager_args)
         self.kubeconfig = self.workdir / "admin.kubeconfig"
         self.audit_log = self.workdir / "audit.log"
         self.server = ""
@@ -389,7 +393,8 @@ class ControlPlane:
                 audit_policy=audit_policy,
                 audit_log=self.audit_log,
                 node=self.node,
-            ),
+            )
+            + self.controller_manager_args,
         )
         self._ssl = ssl.create_default_context(cafile=str(pki["ca"][0]))
         self._ssl.load_cert_chain(str(pki["admin"][0]), str(pki["admin"][1]))

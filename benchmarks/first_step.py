@@ -1,0 +1,150 @@
+"""`kubectl apply` to the chief's first step, beside Kubeflow's training-operator, on the real node.
+
+The same `kubeflow.org/v1` TFJob (mnist-ps as shipped: a chief, a parameter server, two
+workers, the trainer image built here, with `--log-every=10`; no checkpoint volume, which
+training-operator has no field for) goes through each controller in turn, in a namespace of its
+own, one job at a time, alternating which goes first:
+
+- ours: a second release of the chart, as `make cluster` installs it, serving `kubeflow.org`
+  and watching only its namespace (the release that serves `tfjob.dev` stays installed, idle);
+- training-operator v1.9.4, built from its Go module (`tfjob_testbed.addons.peer`), with its own
+  CRD, flags and client defaults, watching only its namespace; it runs as a process on the host
+  rather than in a pod, which changes none of the times below.
+
+Each phase ends when the last of the job's 4 pods gets there, timed from `kubectl apply` on the
+host's wall clock (`startup.start_one`): pods created, bound to the node, trainer processes
+started, every task ready (TensorFlow imported, data read, every peer's DNS record found: the
+TF_CONFIG cluster reachable), and the chief's first report (10 steps).
+
+The cluster is what `make cluster` starts (tfjob_testbed.cluster). Needs root.
+Run: `python benchmarks/first_step.py --runs 5`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from nodewatch import Marks
+from startup import DEADLINE, JOB, PODS, start_one
+
+from tfjob_operator.api.spec import KUBEFLOW_GROUP
+from tfjob_testbed.addons import peer
+from tfjob_testbed.cluster import CHART, Cluster, running
+from tfjob_testbed.core.jobs import example
+from tfjob_testbed.core.kube import Kubectl, wait_for
+
+RELEASE = "tfjob-kubeflow"
+CONTROLLERS = {"ours": "ours", "training-operator": "peer"}  # name: its namespace
+
+
+def job(extra: list[str]) -> dict:
+    """mnist-ps as a Kubeflow user writes it: `kubeflow.org/v1`, no checkpoint section."""
+    manifest = example(JOB, JOB, extra)
+    manifest["apiVersion"] = f"{KUBEFLOW_GROUP}/v1"
+    del manifest["spec"]["checkpoint"]
+    return manifest
+
+
+def phases(marks: Marks, t0: float, tasks: dict[str, dict[str, float]]) -> dict[str, float]:
+    """Seconds from apply to the moment the last pod reached each phase."""
+
+    def last(kind: str) -> float:
+        return max(marks.get((kind, pod))[0] for pod in PODS) - t0
+
+    return {
+        "created": last("created"),
+        "scheduled": last("scheduled"),
+        "started": max(t["started"] for t in tasks.values()) - t0,
+        "ready": max(t["started"] + t["ready"] for t in tasks.values()) - t0,
+    }
+
+
+def one_run(cluster: Cluster, namespace: str, manifest: dict) -> dict[str, float]:
+    run = start_one(cluster, namespace, manifest, PODS, KUBEFLOW_GROUP)
+    out = phases(run.marks, run.t0, run.tasks)
+    out["first_step"] = run.first_step_at - run.t0
+    chief = run.tasks[PODS[0]]
+    out |= {f"chief {k}": chief.get(k, 0.0) for k in ("import", "data", "peers")}
+    cluster.kubectl("delete", f"tfjobs.{KUBEFLOW_GROUP}", "--all", "-n", namespace)
+    wait_for(
+        lambda: not cluster.get("pods", "-n", namespace).get("items"),
+        DEADLINE,
+        f"the pods of {namespace} gone",
+        0.5,
+    )
+    return out
+
+
+ROWS = [
+    ("created", "apply → every pod created"),
+    ("scheduled", "apply → every pod bound to the node"),
+    ("started", "apply → every trainer process started"),
+    ("ready", "apply → every task ready (TF_CONFIG cluster reachable)"),
+    ("first_step", "apply → chief's first report (10 steps)"),
+    ("chief import", "aside: the chief's TensorFlow import"),
+    ("chief data", "aside: the chief's data"),
+    ("chief peers", "aside: the chief's wait for its peers' DNS records"),
+]
+
+
+def comparison(runs: dict[str, list[dict[str, float]]], title: str) -> None:
+    names = list(runs)
+    print(f"\n{title}\n")
+    print("| phase | " + " | ".join(f"{n} p50 | {n} max" for n in names) + " |")
+    print("|---|" + "---|---|" * len(names))
+    for key, label in ROWS:
+        cells = []
+        for name in names:
+            values = [r[key] for r in runs[name]]
+            cells += [f"{statistics.median(values):.2f} s", f"{max(values):.2f} s"]
+        print(f"| {label} | " + " | ".join(cells) + " |")
+
+
+def install_ours(cluster: Cluster, namespace: str) -> None:
+    """The chart's second release, for `kubeflow.org`, on the CRD already there (the peer's)."""
+    cluster.helm(
+        "install", RELEASE, str(CHART), "--namespace", RELEASE, "--create-namespace",
+        "--set", f"apiGroup={KUBEFLOW_GROUP}", "--set", "crds.install=false",
+        "--set", f"watchNamespaces={{{namespace}}}", "--wait", "--timeout", "5m",
+    )  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=100, help="mnist-ps's --steps")
+    a = parser.parse_args()
+    manifest = job([f"--steps={a.steps}", "--log-every=10"])
+    with running() as cluster, tempfile.TemporaryDirectory() as work:
+        kubectl = Kubectl(cluster.tools.kubectl, cluster.kubeconfig)
+        for namespace in CONTROLLERS.values():
+            cluster.kubectl("create", "namespace", namespace)
+        peer.install_crd(kubectl)
+        install_ours(cluster, CONTROLLERS["ours"])
+        theirs = peer.PeerProcess(kubectl, Path(work) / "training-operator.log", "peer")
+        theirs.start()
+        try:
+            runs: dict[str, list[dict[str, float]]] = {name: [] for name in CONTROLLERS}
+            for i in range(a.runs):
+                order = list(CONTROLLERS) if i % 2 == 0 else list(reversed(CONTROLLERS))
+                for name in order:
+                    t = time.monotonic()
+                    runs[name].append(one_run(cluster, CONTROLLERS[name], manifest))
+                    figures = ", ".join(f"{k} {v:.2f}" for k, v in runs[name][-1].items())
+                    print(f"run {i + 1} {name} ({time.monotonic() - t:.0f} s): {figures}")
+        finally:
+            theirs.stop()
+    comparison(
+        runs,
+        f"mnist-ps as `{KUBEFLOW_GROUP}/v1` (--steps={a.steps}, --log-every=10) on the real node, "
+        f"{a.runs} runs each, alternating; ours (the chart) beside training-operator "
+        f"{peer.version()}:",
+    )
+
+
+if __name__ == "__main__":
+    main()
