@@ -40,7 +40,7 @@ from tfjob_operator.controller.jobstate import Failing, JobKey, JobState
 from tfjob_operator.controller.projections import unpacked
 from tfjob_operator.controller.workloads import Workloads, seen
 from tfjob_operator.controller.workqueue import RetryableError
-from tfjob_operator.rules import handover
+from tfjob_operator.rules import handover, lineage
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.gang import Gang
 from tfjob_operator.rules.kueue.queue import Queueing, QueueView, queue_label_patch
@@ -54,16 +54,24 @@ log = logging.getLogger(__name__)
 # A failure that lasts this many attempts, or this long, goes into the job's status.
 PERSISTENT_ATTEMPTS = 5
 PERSISTENT_SECONDS = 30.0
+# How soon to look again while an earlier job's StatefulSets of the same names are there.
+EARLIER_WAIT_SECONDS = 5.0
 # Server errors that no retry can heal: the spec makes something Kubernetes will not take.
 TERMINAL_STATUSES = {400, 413, 422}
 TERMINAL_MESSAGES = ("failed to create typed patch object", "request is too large")
+# A child of that name is controlled by another owner: an earlier TFJob of the same name, whose
+# children the garbage collector has yet to delete (`lineage`). Retried, with its backoff.
+EARLIER_OWNER = "Only one reference can have Controller set to true"
 # Failures of the API or the network, whose message says it all: no traceback in the log.
 RETRYABLE = (kubernetes.client.ApiException, urllib3.exceptions.HTTPError, OSError)
 
 
 def is_terminal(e: kubernetes.client.ApiException) -> bool:
-    """A refusal that only a spec change can heal (a 4xx, a typed-patch 500, too large)."""
+    """A refusal that only a spec change can heal (a 4xx, a typed-patch 500, too large), but
+    for a child of an earlier TFJob of the same name, which the garbage collector deletes."""
     message = _api_message(e)
+    if EARLIER_OWNER in message:
+        return False
     return e.status in TERMINAL_STATUSES or any(m in message for m in TERMINAL_MESSAGES)
 
 
@@ -282,10 +290,11 @@ class Reconciler:
         body = self._current_body(key)
         if body is None:
             return
+        children = self._children(key, body)
         decision = self._decide(
             self._view(key, body),
-            list(self.pods.get(key, [])),
-            list(self.statefulsets.get(key, [])),
+            children.pods,
+            children.sets,
             datetime.now(UTC),
             self._job(key).queue,
             error=message[:500],
@@ -297,14 +306,31 @@ class Reconciler:
         except Exception as e:
             log.warning("%s/%s: cannot report the reconcile error in status: %s", *key, e)
 
+    def _children(
+        self, key: JobKey, body: dict[str, Any]
+    ) -> lineage.Lineage[StatefulSetObservation, PodObservation]:
+        """The StatefulSets and pods seen under the job's name that are this job's."""
+        return lineage.own(
+            body["metadata"].get("uid", ""),
+            list(self.statefulsets.get(key, [])),
+            list(self.pods.get(key, [])),
+        )
+
     async def _reconcile(self, key: JobKey) -> float | None:
         body = self._current_body(key)
         if body is None or body["metadata"].get("deletionTimestamp"):
             return None
         if await self._run_elsewhere(key, body):
             return None
-        observed: list[PodObservation] = list(self.pods.get(key, []))
-        sets: list[StatefulSetObservation] = list(self.statefulsets.get(key, []))
+        children = self._children(key, body)
+        if children.earlier_sets:
+            log.info(
+                "%s/%s: waiting until %s, of an earlier TFJob of this name, is deleted",
+                *key,
+                ", ".join(children.earlier_sets),
+            )
+            return EARLIER_WAIT_SECONDS  # its deletion wakes the job too
+        observed, sets = children.pods, children.sets
         view, now = self._view(key, body), datetime.now(UTC)
         job = self._job(key)
         departed = list(job.departed.values())

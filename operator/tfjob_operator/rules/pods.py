@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tfjob_operator.api.spec import ReplicaType
-from tfjob_operator.rules import kubeflow, kueue, naming, nodelost
+from tfjob_operator.rules import kubeflow, kueue, lineage, naming, nodelost
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.children import tensorflow_container_index
 from tfjob_protocol import stop
@@ -88,6 +88,8 @@ class PodObservation:
     # `children.spec_hash` ("" for a pod made before the operator wrote one).
     revision: str = ""
     spec_hash: str = ""
+    # The uid of the StatefulSet that controls it (`lineage`).
+    owner: str = ""
 
     @property
     def up(self) -> bool:
@@ -218,4 +220,5 @@ def observe(pod: dict[str, Any]) -> PodObservation | None:
         disruption=_disruption(pod) if deleting else "",
         revision=labels.get(naming.LABEL_REVISION, ""),
         spec_hash=(meta.get("annotations") or {}).get(naming.ANNOTATION_SPEC_HASH, ""),
+        owner=lineage.controller_uid(meta),
     )

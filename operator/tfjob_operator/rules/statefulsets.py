@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from tfjob_operator.rules import kueue, naming
+from tfjob_operator.rules import kueue, lineage, naming
 from tfjob_operator.rules.pods import PodObservation
 
 
@@ -34,6 +34,8 @@ class StatefulSetObservation:
     built: str = ""
     # Its pod template's `children.spec_hash`: a pod with another one rolls.
     spec_hash: str = ""
+    # The uid of the TFJob that controls it (`lineage`).
+    owner: str = ""
 
     @property
     def settled(self) -> bool:
@@ -59,6 +61,7 @@ def observe_statefulset(body: dict[str, Any]) -> StatefulSetObservation | None:
         update_revision=status.get("updateRevision") or "",
         built=(meta.get("annotations") or {}).get(naming.ANNOTATION_BUILT, ""),
         spec_hash=(template_meta.get("annotations") or {}).get(naming.ANNOTATION_SPEC_HASH, ""),
+        owner=lineage.controller_uid(meta),
     )
 
 
