@@ -5,6 +5,9 @@ a new job: the old pods' exits are not its own, and an old child in the way is w
 
 from __future__ import annotations
 
+import contextlib
+
+import kubernetes
 import pytest
 
 from tests.integration.helpers import CHILD_WAIT
@@ -38,11 +41,14 @@ def test_a_job_made_again_under_its_name_takes_none_of_the_first_ones_exits(
         job.wait_state(name, "Succeeded")
         first = job.get(name)["metadata"]["uid"]
         job.custom.delete_namespaced_custom_object(GROUP, VERSION, job.ns, PLURAL, name)
-        # As the garbage collector does, without waiting for it to discover the TFJob kind.
+        # As the garbage collector does, without waiting for it to discover the TFJob kind
+        # (when it has, it may be first).
         for sts in job.statefulsets(name):
-            apps.delete_namespaced_stateful_set(sts, job.ns)
+            with contextlib.suppress(kubernetes.client.exceptions.NotFoundException):
+                apps.delete_namespaced_stateful_set(sts, job.ns)
         for svc in job.services(name):
-            core.delete_namespaced_service(svc, job.ns)
+            with contextlib.suppress(kubernetes.client.exceptions.NotFoundException):
+                core.delete_namespaced_service(svc, job.ns)
         wait_for(
             lambda: job.gone(lambda: job.get(name)) and not job.statefulsets(name),
             CHILD_WAIT,
