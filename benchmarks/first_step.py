@@ -28,8 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from nodewatch import Marks
-from startup import DEADLINE, JOB, PODS, start_one
+from startup import DEADLINE, JOB, PODS, Started, start_one
 
 from tfjob_operator.api.spec import KUBEFLOW_GROUP
 from tfjob_testbed.addons import peer
@@ -49,23 +48,23 @@ def job(extra: list[str]) -> dict:
     return manifest
 
 
-def phases(marks: Marks, t0: float, tasks: dict[str, dict[str, float]]) -> dict[str, float]:
+def phases(run: Started) -> dict[str, float]:
     """Seconds from apply to the moment the last pod reached each phase."""
 
     def last(kind: str) -> float:
-        return max(marks.get((kind, pod))[0] for pod in PODS) - t0
+        return max(run.marks.get((kind, pod))[0] for pod in PODS) - run.t0
 
     return {
         "created": last("created"),
         "scheduled": last("scheduled"),
-        "started": max(t["started"] for t in tasks.values()) - t0,
-        "ready": max(t["started"] + t["ready"] for t in tasks.values()) - t0,
+        "started": run.last_started(),
+        "ready": run.last_ready(),
     }
 
 
 def one_run(cluster: Cluster, namespace: str, manifest: dict) -> dict[str, float]:
     run = start_one(cluster, namespace, manifest, PODS, KUBEFLOW_GROUP)
-    out = phases(run.marks, run.t0, run.tasks)
+    out = phases(run)
     out["first_step"] = run.first_step_at - run.t0
     chief = run.tasks[PODS[0]]
     out |= {f"chief {k}": chief.get(k, 0.0) for k in ("import", "data", "peers")}

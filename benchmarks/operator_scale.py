@@ -49,10 +49,11 @@ from tfjob_operator.api.crd import crd
 from tfjob_operator.api.spec import GROUP, KUBEFLOW_GROUP, PLURAL, VERSION
 from tfjob_operator.rules import status as st
 from tfjob_testbed.addons import peer
+from tfjob_testbed.cluster import CHART
 from tfjob_testbed.controlplane.plane import AUDIT_EVERYTHING, ControlPlane, ensure_binaries
 from tfjob_testbed.core.jobs import container_status, tfjob
 from tfjob_testbed.core.kube import Kubectl, wait_for
-from tfjob_testbed.core.paths import ROOT, scratch_dir
+from tfjob_testbed.core.paths import scratch_dir
 from tfjob_testbed.core.tools import ensure_tools
 from tfjob_testbed.project.operator import OperatorProcess
 from tfjob_testbed.sandbox import install_crd
@@ -421,14 +422,17 @@ def replace_crd(kubectl: Kubectl, obj: dict[str, Any]) -> None:
     wait_for(ours, 60, "the operator's schema for tfjobs.kubeflow.org", interval=0.5)
 
 
-CHART = ROOT / "charts" / "tfjob-operator"
+def chart_limit() -> tuple[str, str]:
+    """The client limit the chart installs the operator with (`kubeApi`): qps, burst."""
+    values = yaml.safe_load((CHART / "values.yaml").read_text())["kubeApi"]
+    return str(values["qps"]), str(values["burst"])
 
 
 def operator_limit(args: argparse.Namespace) -> list[str]:
     """Our operator's client limit: the chart's values (--shipped), or --kube-api-qps."""
     if args.shipped:
-        values = yaml.safe_load((CHART / "values.yaml").read_text())["kubeApi"]
-        return [f"--kube-api-qps={values['qps']}", f"--kube-api-burst={values['burst']}"]
+        qps, burst = chart_limit()
+        return [f"--kube-api-qps={qps}", f"--kube-api-burst={burst}"]
     if args.operator_src:
         return []  # an older checkout has no rate limit to turn off
     return [f"--kube-api-qps={args.kube_api_qps}"]
@@ -463,7 +467,11 @@ def limits(args: argparse.Namespace) -> str:
         else f"kube-controller-manager --kube-api-qps={args.kcm_api_qps:g}"
     )
     if args.shipped:
-        return f"both controllers as shipped, client limits 20/s (burst 30); {kcm}"
+        qps, burst = chart_limit()
+        return (
+            f"both controllers as shipped: ours at the chart's {qps}/s (burst {burst}), "
+            f"training-operator at its own defaults; {kcm}"
+        )
     if args.kube_api_qps in ("0", ""):
         return f"no client-side limit on either controller; {kcm}"
     return f"both controllers at client QPS {args.kube_api_qps}; {kcm}"

@@ -96,6 +96,14 @@ class Started:
     tasks: dict[str, dict[str, float]]
     first_step_at: float
 
+    def last_started(self) -> float:
+        """Seconds from apply until the last of the trainer processes started."""
+        return max(t["started"] for t in self.tasks.values()) - self.t0
+
+    def last_ready(self) -> float:
+        """Seconds from apply until the last task was ready (its peers' records found)."""
+        return max(t["started"] + t["ready"] for t in self.tasks.values()) - self.t0
+
 
 def start_one(cluster: Cluster, ns: str, job: dict, pods: list[str], group: str = GROUP) -> Started:
     """Apply `job` in `ns` and follow it to Succeeded: its start-up as the watches and the
@@ -155,10 +163,10 @@ def one_run(cluster: Cluster, extra: list[str], storage_class: str | None) -> di
         "first_step": run.first_step_at - chief["started"] - chief["ready"],
         "total": run.first_step_at - t0,
         "reported": marks.get(("running", CHIEF))[0] - chief["started"],
-        "last_started": max(p["started"] for p in every.values()) - t0,
+        "last_started": run.last_started(),
         "max_import": max(p.get("import", 0.0) for p in every.values()),
         "max_data": max(p.get("data", 0.0) for p in every.values()),
-        "last_ready": max(p["started"] + p["ready"] for p in every.values()) - t0,
+        "last_ready": run.last_ready(),
     }
 
 

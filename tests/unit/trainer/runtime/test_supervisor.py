@@ -11,6 +11,8 @@ import textwrap
 import time
 from pathlib import Path
 
+from tfjob_trainer.runtime import supervisor
+
 TASK = textwrap.dedent(
     """
     import sys, time
@@ -35,7 +37,7 @@ def test_only_the_main_thread_of_the_supervisor_takes_sigterm_and_passes_it_on()
     proc = subprocess.Popen([sys.executable, "-c", TASK], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None and proc.stdout.readline() == "started\n"
-        handled = (signal.SIGTERM, signal.SIGINT, signal.SIGALRM)
+        handled = sorted(supervisor.HANDLED)
 
         def masks() -> dict[int, list[bool]]:
             tids = [int(t.name) for t in Path(f"/proc/{proc.pid}/task").iterdir()]
