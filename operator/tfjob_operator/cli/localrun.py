@@ -126,18 +126,18 @@ class Runner:
         self.status: dict[str, Any] = {}
         self.lock = threading.Lock()
         self.started = time.monotonic()
-        self.stopping = threading.Event()  # Ctrl-C or SIGTERM: stop the job
-        self.hurry = threading.Event()  # once more: kill every task now
+        self.stopping = False  # Ctrl-C or SIGTERM: stop the job
+        self.hurry = False  # once more: kill every task now
         self.cause = ""
 
     def interrupt(self, signum: int, _frame: object) -> None:
         """The handler of SIGINT and SIGTERM: the first asks for a stop, the next one for the
-        tasks' end now. It only sets flags: the main thread, which it interrupts, may hold the
-        output's lock."""
-        if self.stopping.is_set():
-            self.hurry.set()
+        tasks' end now. It only sets plain attributes, no lock taken: the main thread, which
+        it interrupts, may hold the output's lock, or be inside this handler (a second signal
+        close behind the first)."""
+        self.hurry = self.stopping
         self.cause = self.cause or signal.Signals(signum).name
-        self.stopping.set()
+        self.stopping = True
 
     def say(self, text: str) -> None:
         with self.lock:
@@ -276,7 +276,7 @@ class Runner:
                 assert task.proc is not None
                 if task.proc.poll() is not None:
                     continue
-                if self.hurry.is_set():
+                if self.hurry:
                     task.killed = f"killed on a second {self.cause or 'interrupt'}"
                 elif now >= begun + task.grace:
                     task.killed = f"killed after its grace period of {task.grace} s"
@@ -286,7 +286,7 @@ class Runner:
                 task.proc.wait()
             waiting = [t for t in waiting if t.proc is not None and t.proc.poll() is None]
             if waiting:
-                self.hurry.wait(0.1)
+                time.sleep(0.1)
         for task in live:
             assert task.proc is not None
             _signal(task.proc, signal.SIGKILL)  # what it left in its group: a container's end
@@ -318,10 +318,10 @@ class Runner:
         for task in self.tasks:
             self.start(task)
         try:
-            while not st.is_finished(self.step()) and not self.stopping.is_set():
-                self.stopping.wait(0.2)
+            while not st.is_finished(self.step()) and not self.stopping:
+                time.sleep(0.2)
         finally:
-            on_request = self.stopping.is_set() and not st.is_finished(self.status)
+            on_request = self.stopping and not st.is_finished(self.status)
             if on_request:
                 grace = max(t.grace for t in self.tasks)
                 self.say(

@@ -25,7 +25,6 @@ import math
 import os
 import signal
 import socket
-import threading
 import time
 from pathlib import Path
 from typing import Any, NoReturn
@@ -45,7 +44,6 @@ class StopRequest:
     """SIGTERM, as this process saw it: when, and whether a loop will save before leaving."""
 
     def __init__(self) -> None:
-        self.event = threading.Event()
         self.at: float | None = None  # time.monotonic() at the signal
         self.saving = False
         self.supervisor: int | None = None  # a pipe to this task's supervisor, if any
@@ -67,12 +65,16 @@ class StopRequest:
 
     @property
     def requested(self) -> bool:
-        return self.event.is_set()
+        return self.at is not None
 
     def _handler(self, signum: int, frame: Any) -> None:
-        if self.at is None:
-            self.at = time.monotonic()
-        self.event.set()
+        """Sets a plain attribute, not a `threading.Event`: a second SIGTERM (the supervisor
+        passes on the one a process group also gave the task) runs this handler again inside
+        the first, and would wait forever for the Event's lock that the first one holds
+        (logging's locks are reentrant)."""
+        if self.at is not None:
+            return  # asked already
+        self.at = time.monotonic()
         if not self.saving:
             log.info("stopped by %s", signal.Signals(signum).name)
             leave(None)

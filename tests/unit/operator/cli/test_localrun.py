@@ -5,6 +5,8 @@ words and the exit code."""
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 
 from tfjob_operator.cli.localrun import (
@@ -19,6 +21,7 @@ from tfjob_operator.cli.output import summary_lines
 from tfjob_operator.rules.pods import MESSAGE_LIMIT, Exit
 from tfjob_protocol.stop import ENV_GRACE_PERIOD, ENV_TERMINATION_LOG, EXIT_STOPPED, message
 from tfjob_testbed.core.jobs import tfjob
+from tfjob_testbed.core.signals import handled_again_everywhere
 
 SUCCEEDED = {"conditions": [{"type": "Succeeded", "status": "True", "message": "done"}]}
 FAILED = {"conditions": [{"type": "Failed", "status": "True", "message": "lost"}]}
@@ -138,3 +141,13 @@ def test_the_summary_of_a_stop_says_stopped_and_the_step_saved():
     rows = [line.strip() for line in lines]
     assert "state  Stopped: TFJob a/b stopped at step 140, saved" in rows
     assert "steps  140" in rows
+
+
+def test_a_signal_inside_the_interrupt_handler_returns_and_the_next_one_hurries(tmp_path):
+    """Ctrl-C and a SIGTERM close together run the handler inside itself: it returns wherever
+    the first one is (no lock held across it), and a later signal kills the tasks now."""
+    runner = Runner(tfjob(name="local", replicas={"Chief": 1}), tmp_path)
+    assert handled_again_everywhere(runner.interrupt, signal.SIGINT) > 1
+    assert runner.stopping and runner.cause == "SIGINT"
+    runner.interrupt(signal.SIGTERM, None)
+    assert runner.hurry and runner.cause == "SIGINT"
