@@ -452,11 +452,16 @@ def peer_limit(args: argparse.Namespace) -> list[str]:
 
 def controller_manager_limit(args: argparse.Namespace) -> list[str]:
     """kube-controller-manager's client limit: its default (20/s, 30 at once) unless
-    --kcm-api-qps raises it (its burst then 1.5 times that)."""
+    --kcm-api-qps raises it (its burst then 1.5 times that); and its StatefulSet workers."""
+    syncs = (
+        []
+        if args.kcm_statefulset_syncs is None
+        else [f"--concurrent-statefulset-syncs={args.kcm_statefulset_syncs}"]
+    )
     if args.kcm_api_qps is None:
-        return []
+        return syncs
     qps = args.kcm_api_qps
-    return [f"--kube-api-qps={qps:g}", f"--kube-api-burst={max(30, int(qps * 1.5))}"]
+    return [f"--kube-api-qps={qps:g}", f"--kube-api-burst={max(30, int(qps * 1.5))}", *syncs]
 
 
 def limits(args: argparse.Namespace) -> str:
@@ -466,6 +471,8 @@ def limits(args: argparse.Namespace) -> str:
         if args.kcm_api_qps is None
         else f"kube-controller-manager --kube-api-qps={args.kcm_api_qps:g}"
     )
+    if args.kcm_statefulset_syncs is not None:
+        kcm += f", --concurrent-statefulset-syncs={args.kcm_statefulset_syncs}"
     if args.shipped:
         qps, burst = chart_limit()
         return (
@@ -672,6 +679,12 @@ def main() -> None:
         type=float,
         help="kube-controller-manager's --kube-api-qps (its burst 1.5 times that); default: its "
         "own, 20, which its StatefulSet controller shares with every other controller in it",
+    )
+    parser.add_argument(
+        "--kcm-statefulset-syncs",
+        type=int,
+        help="kube-controller-manager's --concurrent-statefulset-syncs (default: its own, 5): "
+        "how many StatefulSets it makes pods for at once",
     )
     add_qps_argument(parser)
     args = parser.parse_args()
