@@ -68,24 +68,28 @@ def one_run(cluster: Cluster, namespace: str, manifest: dict) -> dict[str, float
     out["first_step"] = run.first_step_at - run.t0
     chief = run.tasks[PODS[0]]
     out |= {f"chief {k}": chief.get(k, 0.0) for k in ("import", "data", "peers")}
-    out["gone"], last = torn_down(cluster, namespace)
+    out["job gone"], out["gone"], last = torn_down(cluster, namespace)
     print(f"  {namespace}: the last pods to go: {last}")
     return out
 
 
-def torn_down(cluster: Cluster, namespace: str) -> tuple[float, str]:
-    """Delete the job (it has Succeeded): seconds until every pod is gone, and the last one."""
+def torn_down(cluster: Cluster, namespace: str) -> tuple[float, float, str]:
+    """Delete the job (it has Succeeded, and returns at once): seconds until the TFJob is gone,
+    until every pod is, and the last pods."""
     deleted = time.monotonic()
-    cluster.kubectl("delete", f"tfjobs.{KUBEFLOW_GROUP}", "--all", "-n", namespace)
+    cluster.kubectl("delete", f"tfjobs.{KUBEFLOW_GROUP}", "--all", "-n", namespace, "--wait=false")
     left: list[str] = []
+    job_gone: list[float] = []
 
     def gone() -> bool:
+        if not job_gone and not cluster.get(f"tfjobs.{KUBEFLOW_GROUP}", "-n", namespace).get("items"):
+            job_gone.append(time.monotonic() - deleted)
         pods = cluster.get("pods", "-n", namespace).get("items")
         left[:] = [p["metadata"]["name"] for p in pods] or left
-        return not pods
+        return bool(job_gone) and not pods
 
-    wait_for(gone, DEADLINE, f"the pods of {namespace} gone", 0.5)
-    return time.monotonic() - deleted, ",".join(left)
+    wait_for(gone, DEADLINE, f"the pods of {namespace} gone", 0.2)
+    return job_gone[0], time.monotonic() - deleted, ",".join(left)
 
 
 ROWS = [
@@ -94,6 +98,7 @@ ROWS = [
     ("started", "apply → every trainer process started"),
     ("ready", "apply → every task ready (TF_CONFIG cluster reachable)"),
     ("first_step", "apply → chief's first report (10 steps)"),
+    ("job gone", "TFJob deleted (Succeeded) → TFJob gone"),
     ("gone", "TFJob deleted (Succeeded) → every pod gone"),
     ("chief import", "aside: the chief's TensorFlow import"),
     ("chief data", "aside: the chief's data"),
