@@ -82,7 +82,8 @@ def torn_down(cluster: Cluster, namespace: str) -> tuple[float, float, str]:
     job_gone: list[float] = []
 
     def gone() -> bool:
-        if not job_gone and not cluster.get(f"tfjobs.{KUBEFLOW_GROUP}", "-n", namespace).get("items"):
+        jobs = cluster.get(f"tfjobs.{KUBEFLOW_GROUP}", "-n", namespace).get("items")
+        if not job_gone and not jobs:
             job_gone.append(time.monotonic() - deleted)
         pods = cluster.get("pods", "-n", namespace).get("items")
         left[:] = [p["metadata"]["name"] for p in pods] or left
