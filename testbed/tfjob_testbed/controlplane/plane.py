@@ -393,8 +393,7 @@ class ControlPlane:
                 audit_policy=audit_policy,
                 audit_log=self.audit_log,
                 node=self.node,
-            )
-            + self.controller_manager_args,
+            ),
         )
         self._ssl = ssl.create_default_context(cafile=str(pki["ca"][0]))
         self._ssl.load_cert_chain(str(pki["admin"][0]), str(pki["admin"][1]))
@@ -410,7 +409,8 @@ class ControlPlane:
                 pki=pki,
                 flexvolume_dir=self.workdir / "flexvolume",
                 node=self.node,
-            ),
+            )
+            + self.controller_manager_args,
         )
         if self.node:
             self._spawn(
