@@ -19,6 +19,7 @@ from tfjob_operator.controller.jobstate import JobKey, JobState, Written
 from tfjob_operator.controller.projections import job_record
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.lifecycle import Decision
+from tfjob_operator.rules.lifecycle.limits import DONE_GRACE_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -99,20 +100,44 @@ async def label_pods(kube: Kube, job: JobState, namespace: str, decision: Decisi
 
 async def restart_pods(kube: Kube, job: JobState, namespace: str, decision: Decision) -> None:
     """Delete the pods of a restart (`lifecycle.restart`), or those stopped with a parameter
-    server (`lifecycle.together`), all at once: each gets SIGTERM at the same moment. A pod
-    asked for before is not asked again, while the watch has not shown its deletion yet."""
-    pods = [(name, uid) for name, uid in decision.restart_pods if uid not in job.restarted]
-    if pods:
-        log.info(
-            "%s: stopping %d pods together: %s",
-            namespace,
-            len(pods),
-            " ".join(name for name, _ in pods),
-        )
+    server (`lifecycle.together`), all at once: each gets SIGTERM at the same moment."""
+    job.restarted = await _delete_pods(
+        kube, namespace, decision.restart_pods, job.restarted, "stopping {n} pods together: {names}"
+    )
+
+
+async def end_done_pods(kube: Kube, job: JobState, namespace: str, decision: Decision) -> None:
+    """Delete the pods of a finished job whose task is done, with the short grace period of
+    `limits.done_pods`."""
+    job.ended = await _delete_pods(
+        kube,
+        namespace,
+        decision.done_pods,
+        job.ended,
+        "ending {n} pods whose task is done: {names}",
+        DONE_GRACE_SECONDS,
+    )
+
+
+async def _delete_pods(
+    kube: Kube,
+    namespace: str,
+    pods: list[tuple[str, str]],
+    asked: set[str],
+    what: str,
+    grace: int | None = None,
+) -> set[str]:
+    """Delete `pods` (name, uid) together, but for those `asked` before (by uid), which the
+    watch may not show deleted yet; the uids asked for now. `what` is the log line, with {n}
+    and {names}."""
+    new = [(name, uid) for name, uid in pods if uid not in asked]
+    if new:
+        names = " ".join(name for name, _ in new)
+        log.info("%s: %s", namespace, what.format(n=len(new), names=names))
         await asyncio.gather(
-            *(asyncio.to_thread(kube.delete_pod, namespace, name, uid) for name, uid in pods)
+            *(asyncio.to_thread(kube.delete_pod, namespace, name, uid, grace) for name, uid in new)
         )
-    job.restarted = {uid for _, uid in decision.restart_pods}
+    return {uid for _, uid in pods}
 
 
 def counts_wait(job: JobState, decision: Decision, clock: Callable[[], float]) -> float | None:

@@ -346,10 +346,14 @@ class Kube:
         pod, never its successor."""
         self._delete_pod(namespace, name, {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}})
 
-    def delete_pod(self, namespace: str, name: str, uid: str) -> None:
-        """Delete one pod gracefully: its containers get SIGTERM, then their grace period. The
-        uid makes it that pod, never its successor."""
-        self._delete_pod(namespace, name, {"preconditions": {"uid": uid}})
+    def delete_pod(self, namespace: str, name: str, uid: str, grace: int | None = None) -> None:
+        """Delete one pod gracefully: its containers get SIGTERM, then their grace period, or
+        `grace` seconds (which shortens the grace of a pod being deleted already). The uid makes
+        it that pod, never its successor."""
+        options: dict[str, Any] = {"preconditions": {"uid": uid}}
+        if grace is not None:
+            options["gracePeriodSeconds"] = grace
+        self._delete_pod(namespace, name, options)
 
     def _delete_pod(self, namespace: str, name: str, options: dict[str, Any]) -> None:
         self._fence()

@@ -71,6 +71,8 @@ class JobState:
     labelled: set[str] = field(default_factory=set)
     # Pods (by uid) deleted for a restart, while the watch may still show them undeleted.
     restarted: set[str] = field(default_factory=set)
+    # Pods (by uid) of a finished job deleted as done (`limits.done_pods`), likewise.
+    ended: set[str] = field(default_factory=set)
     # StatefulSets (by name) scaled to 0, while the watch may still show their pods wanted.
     scaled: set[str] = field(default_factory=set)
     # The other controller runPolicy.managedBy names, once its Event is posted ("": none).

@@ -29,6 +29,7 @@ from tfjob_operator.controller.apply import (
     apply_children,
     converge,
     counts_wait,
+    end_done_pods,
     label_pods,
     post_events,
     restart_pods,
@@ -357,6 +358,9 @@ class Reconciler:
         # A new job: nothing applied yet, no StatefulSet seen, no condition written.
         fresh = job.applied is None and not sets and not view.status.get("conditions")
         decision = await self._apply_children(job, decision, refused, fresh, sets)
+        # Before the scale-down: a kubelet keeps the grace period of the first deletion it
+        # acts on, and the StatefulSet's gives the pod its whole one.
+        await end_done_pods(self.kube, job, key[0], decision)
         if decision.scale_down or decision.delete_children:
             await asyncio.to_thread(converge, self.kube, job, key[0], decision)
         job.scaled &= set(decision.scale_down)  # shown scaled down: asked again if wanted

@@ -84,6 +84,8 @@ class PodObservation:
     # DisruptionTarget condition's "reason: message", e.g. a drain's EvictionByEvictionAPI).
     deleted_at: datetime | None = None
     disruption: str = ""
+    # The grace period it was deleted with (deletionGracePeriodSeconds), while deleting.
+    grace: int | None = None
     # The revision of its StatefulSet's template it was made from, and that template's
     # `children.spec_hash` ("" for a pod made before the operator wrote one).
     revision: str = ""
@@ -133,6 +135,11 @@ def _exit(terminated: dict[str, Any] | None) -> Exit | None:
         reason=terminated.get("reason") or "",
         message=(terminated.get("message") or "")[:MESSAGE_LIMIT],
     )
+
+
+def _grace(meta: dict[str, Any]) -> int | None:
+    grace = meta.get("deletionGracePeriodSeconds")
+    return None if grace is None else int(grace)
 
 
 def _deleted_at(meta: dict[str, Any]) -> datetime | None:
@@ -218,6 +225,7 @@ def observe(pod: dict[str, Any]) -> PodObservation | None:
         # Only while deleting: a condition alone changes no observation.
         deleted_at=_deleted_at(meta) if deleting else None,
         disruption=_disruption(pod) if deleting else "",
+        grace=_grace(meta) if deleting else None,
         revision=labels.get(naming.LABEL_REVISION, ""),
         spec_hash=(meta.get("annotations") or {}).get(naming.ANNOTATION_SPEC_HASH, ""),
         owner=lineage.controller_uid(meta),

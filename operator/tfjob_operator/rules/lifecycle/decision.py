@@ -71,6 +71,9 @@ class Decision:
     # the job's tasks restart at once with the new template (`restart`); or still running as
     # a parameter server goes, so that the job stops with it (`together`).
     restart_pods: list[tuple[str, str]] = field(default_factory=list)
+    # Pods of a finished job whose task is done, (name, uid): deleted with a short grace
+    # period (`limits.done_pods`).
+    done_pods: list[tuple[str, str]] = field(default_factory=list)
 
 
 def finish(prior: st.Status, status: st.Status) -> Decision:
@@ -134,8 +137,9 @@ def decide(
     else:
         decision = _decide_valid(job, job.spec, status, seen, name)
     decision.events = news + decision.events
-    cleanup = after_finish(status, job.run_policy, seen.statefulsets, now)
+    cleanup = after_finish(status, job.run_policy, seen.statefulsets, now, observed)
     decision.scale_down = list(cleanup.scale_down)
+    decision.done_pods = list(cleanup.done)
     decision.delete_job = cleanup.delete_job
     requeue = [decision.requeue_after] if decision.requeue_after is not None else []
     requeue += cleanup.requeue

@@ -14,7 +14,11 @@ from tfjob_operator.rules import naming
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.lifecycle.change import Change, Condition
 from tfjob_operator.rules.lifecycle.exits import Failure
+from tfjob_operator.rules.pods import PodObservation
 from tfjob_operator.rules.statefulsets import StatefulSetObservation
+
+# The grace period of a finished job's pod whose task is done (it exited 0): the kubelet's least.
+DONE_GRACE_SECONDS = 1
 
 
 def has_succeeded(status: st.Status, spec: TFJobSpec, job: str) -> bool:
@@ -86,12 +90,14 @@ def deadline_exceeded(policy: RunPolicy, name: str) -> Condition:
 
 @dataclass(frozen=True)
 class Cleanup:
-    """What a finished job's run policy asks for: StatefulSets to scale to 0, the TFJob deleted,
-    or a look again when its time to live runs out (seconds)."""
+    """What a finished job's run policy asks for: StatefulSets to scale to 0, the pods whose
+    task is done (name, uid) ended at once (`done_pods`), the TFJob deleted, or a look again
+    when its time to live runs out (seconds)."""
 
     scale_down: tuple[str, ...] = ()
     delete_job: bool = False
     requeue: tuple[float, ...] = ()
+    done: tuple[tuple[str, str], ...] = ()
 
 
 def after_finish(
@@ -99,20 +105,36 @@ def after_finish(
     policy: RunPolicy,
     statefulsets: Sequence[StatefulSetObservation],
     now: datetime,
+    pods: Sequence[PodObservation] = (),
 ) -> Cleanup:
     """cleanPodPolicy and ttlSecondsAfterFinished, for a job whose `status` is finished. Read
     from what exists and the lenient run policy: a job whose spec is invalid honours them too."""
     if not st.is_finished(status):
         return Cleanup()
-    scale_down = (
-        ()
-        if policy.clean_pod_policy is CleanPodPolicy.NONE
-        else tuple(s.name for s in statefulsets if s.replicas > 0)
-    )
+    scale_down: tuple[str, ...] = ()
+    done: tuple[tuple[str, str], ...] = ()
+    if policy.clean_pod_policy is not CleanPodPolicy.NONE:
+        scale_down = tuple(s.name for s in statefulsets if s.replicas > 0)
+        done = done_pods(pods)
     if policy.ttl_seconds_after_finished is None:
-        return Cleanup(scale_down)
+        return Cleanup(scale_down, done=done)
     done_at = st.parse_timestamp(status.get("completionTime")) or now
     left = (done_at + timedelta(seconds=policy.ttl_seconds_after_finished) - now).total_seconds()
     if left <= 0:
-        return Cleanup(scale_down, delete_job=True)
-    return Cleanup(scale_down, requeue=(left,))
+        return Cleanup(scale_down, delete_job=True, done=done)
+    return Cleanup(scale_down, requeue=(left,), done=done)
+
+
+def done_pods(pods: Sequence[PodObservation]) -> tuple[tuple[str, str], ...]:
+    """The pods, going with their finished job, whose task is done: its latest exit was 0. A
+    StatefulSet's pods always restart, so the kubelet runs that container again, often just as
+    the scale-down's SIGTERM comes: a process that has not yet set a handler for it (and, as
+    PID 1, ignores it) would run on for the whole grace period, holding its node and GPU, to
+    repeat work that is done. Such pods are deleted with DONE_GRACE_SECONDS, once."""
+    return tuple(
+        (p.name, p.uid)
+        for p in pods
+        if p.latest_exit is not None
+        and p.latest_exit.code == 0
+        and not (p.deleting and p.grace is not None and p.grace <= DONE_GRACE_SECONDS)
+    )

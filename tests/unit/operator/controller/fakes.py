@@ -100,8 +100,8 @@ class FakeKube:
         stored["metadata"] = merge(stored["metadata"], patch["metadata"])
         stored["metadata"]["resourceVersion"] = self.next_rv()
 
-    def delete_pod(self, namespace: str, name: str, uid: str) -> None:
-        self._call("delete_pod", namespace, name, uid)
+    def delete_pod(self, namespace: str, name: str, uid: str, grace: int | None = None) -> None:
+        self._call("delete_pod", namespace, name, uid, *(() if grace is None else (grace,)))
 
     def label_pod(self, namespace: str, name: str, uid: str, labels: dict[str, str]) -> None:
         self._call("label_pod", namespace, name, dict(labels))

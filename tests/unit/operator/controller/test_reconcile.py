@@ -487,6 +487,38 @@ def test_a_finished_jobs_statefulsets_are_scaled_down_once_while_the_view_lags(c
     assert len(cluster.calls("scale_to_zero")) == 2
 
 
+def test_a_finished_jobs_done_pod_is_deleted_once_with_a_short_grace_before_the_scale_down(
+    cluster,
+):
+    """The worker that ended the job runs again (a StatefulSet's pods always restart): its pod
+    is deleted with a 1 s grace period, before the scale-down (a kubelet that has begun a
+    deletion's grace period keeps it), and once while the watch lags."""
+    key = cluster.create("done", replicas={"Worker": 1})
+    cluster.running(key, 0)
+    cluster.reconcile(key)
+    cluster.pods[key] = [observe(pod("done", "worker", 0, state="terminated", exit_code=0))]
+    cluster.sets[key] = [StatefulSetObservation("done-worker", "uid-sts", 1)]
+    done = len(cluster.kube.calls)
+    cluster.reconcile(key)
+    assert st.state(cluster.status(key)) == "Succeeded"
+    calls = [c[:5] for c in cluster.kube.calls[done:] if c[0] != "patch_status"]
+    assert calls == [
+        ("delete_pod", "default", "done-worker-0", "uid-done-worker-0", 1),
+        ("scale_to_zero", "default", "done-worker"),
+    ]
+    rerun = pod("done", "worker", 0, state="running", last_exit=0, restarts=1)
+    cluster.pods[key] = [observe(rerun)]
+    cluster.reconcile(key)  # the watch has not shown the deletion yet
+    assert len(cluster.calls("delete_pod")) == 1
+    rerun["metadata"] |= {
+        "deletionTimestamp": "2026-01-01T00:00:31Z",
+        "deletionGracePeriodSeconds": 1,
+    }
+    cluster.pods[key] = [observe(rerun)]
+    cluster.reconcile(key)
+    assert len(cluster.calls("delete_pod")) == 1 and not cluster.reconciler.state[key].ended
+
+
 def test_a_finished_job_that_waits_for_nothing_keeps_no_parsed_spec(cluster):
     """Memory follows live jobs: a finished job is its record in the index and what was
     written; its spec is parsed again only if it is read again."""

@@ -297,6 +297,60 @@ def test_clean_pod_policy(policy, replicas):
     assert run.last.children == [], "a finished job's children are only scaled down"
 
 
+def deleting(p, grace):
+    p["metadata"] |= {
+        "deletionTimestamp": "2026-01-01T12:00:30Z",
+        "deletionGracePeriodSeconds": grace,
+    }
+    return p
+
+
+RERUN = {"state": "running", "last_exit": 0, "restarts": 1}
+
+
+@pytest.mark.parametrize(
+    ("pods", "done"),
+    [
+        # The chief's exit that ends the job, before and after the kubelet runs it again.
+        ([pod("mnist", "chief", 0, state="terminated", exit_code=0)], True),
+        ([pod("mnist", "chief", 0, **RERUN)], True),
+        # The scale-down's deletion gives the rerun the whole grace period: shortened, once.
+        ([deleting(pod("mnist", "chief", 0, **RERUN), 30)], True),
+        ([deleting(pod("mnist", "chief", 0, **RERUN), 1)], False),
+        ([deleting(pod("mnist", "chief", 0, state="terminated", exit_code=0), 0)], False),
+        # Tasks that are not done get their grace period: those that serve, those stopped,
+        # those running again after a failure.
+        ([pod("mnist", "worker", 0)], False),
+        ([pod("mnist", "worker", 0, state="terminated", exit_code=201)], False),
+        ([pod("mnist", "worker", 0, state="running", last_exit=1, restarts=1)], False),
+    ],
+)
+def test_a_finished_jobs_pods_whose_task_is_done_end_at_once(pods, done):
+    spec = {"Chief": 1, "Worker": 1}
+    run = Run(tfjob(replicas=spec))
+    run.step(*running("mnist", spec))
+    run.step(pod("mnist", "chief", 0, state="terminated", exit_code=0), pod("mnist", "worker", 0))
+    assert run.state() == "Succeeded"
+    d = run.step(*pods)
+    assert d.done_pods == (
+        [(pods[0]["metadata"]["name"], pods[0]["metadata"]["uid"])] if done else []
+    )
+
+
+def test_done_pods_stay_under_clean_pod_policy_none_and_while_the_job_runs():
+    """cleanPodPolicy None keeps every pod; a worker done early waits for the job's end."""
+    kept = Run(tfjob(replicas={"Worker": 2}, run_policy={"cleanPodPolicy": "None"}))
+    kept.step()
+    d = kept.step(
+        pod("mnist", "worker", 0, state="terminated", exit_code=0), pod("mnist", "worker", 1)
+    )
+    assert kept.state() == "Succeeded" and d.done_pods == []
+    run = Run(tfjob(replicas={"Worker": 2}, successPolicy="AllWorkers"))
+    run.step()
+    d = run.step(pod("mnist", "worker", 0, **RERUN), pod("mnist", "worker", 1))
+    assert run.state() != "Succeeded" and d.done_pods == []
+
+
 def test_ttl_after_finished_deletes_the_job():
     run = Run(tfjob(replicas={"Worker": 1}, run_policy={"ttlSecondsAfterFinished": 30}))
     d = run.step(pod("mnist", "worker", 0, state="terminated", exit_code=0))
