@@ -154,6 +154,31 @@ def test_example_trains_to_succeeded_on_the_volume(
     wait_for(lambda: not children(cluster, file, namespace), 120, f"{file}'s children gone")
 
 
+@pytest.mark.smoke
+def test_a_succeeded_jobs_pods_go_within_seconds_whatever_their_grace_period(
+    cluster: Cluster, namespace: str
+) -> None:
+    """The chief's exit 0 ends the job, and the kubelet runs its container again (a
+    StatefulSet's pods always restart) as the scale-down comes: that run, sent SIGTERM before
+    it could set a handler (PID 1 ignores it then), held its pod, node and GPU for the whole
+    grace period. A task that is done goes in seconds."""
+    grace = 600
+    job = fast_job("done", "mnist-ps")
+    job["spec"].setdefault("runPolicy", {})["terminationGracePeriodSeconds"] = grace
+    cluster.apply(job, namespace)
+    wait_ended(cluster, "done", namespace)
+
+    def pods() -> list[str]:
+        listed = cluster.get("pods", "-n", namespace, "-l", "tfjob.dev/job-name=done")
+        return [p["metadata"]["name"] for p in listed["items"]]
+
+    wait_for(
+        lambda: not pods(),
+        grace / 5,
+        f"every pod of the Succeeded job gone, well within its {grace} s grace period",
+    )
+
+
 def test_gpu_example_schedules_against_the_advertised_capacity(
     cluster: Cluster, namespace: str
 ) -> None:
