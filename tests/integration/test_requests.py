@@ -26,8 +26,9 @@ FIRST_PASS = re.compile(r"first pass: all (\d+) TFJobs known at the start looked
 CHILDREN = {"pods", "statefulsets", "services", "persistentvolumeclaims", "deployments"}
 EVENTS = {"TFJobCreated", "TFJobRunning", "TFJobSucceeded"}
 # PS=1, Worker=2, from create to Succeeded and scaled down: both children created once (a new
-# job's children are created, not applied), both StatefulSets scaled to 0 once, one Event per
-# transition. Status patches: Created, Running,
+# job's children are created, not applied), both StatefulSets scaled to 0 once, worker 0 (its
+# task done) deleted once with a short grace period, one Event per transition. Status patches:
+# Created, Running,
 # Succeeded, then the pod counts once the pods are gone (twice if the two StatefulSets' pods go
 # more than a moment apart). Before the counting, a job took 9 status patches, 4 Events (its
 # TFJobCreated twice) and a list of Events every 10 s while its pods were being made.
@@ -37,6 +38,7 @@ CHILD_WRITES = {
     ("create", "services"): 2,
     ("create", "statefulsets"): 2,
     ("patch", "statefulsets"): 2,
+    ("delete", "pods"): 1,
     ("create", "events"): 3,
 }
 STATUS_PATCHES = range(4, 6)
