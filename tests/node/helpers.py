@@ -111,6 +111,11 @@ def children(cluster: Cluster, job: str, namespace: str) -> dict[tuple[str, str]
     return found
 
 
+def job_pods(cluster: Cluster, namespace: str, job: str) -> list[dict[str, Any]]:
+    """The pods of a `tfjob.dev` job, by its label."""
+    return cluster.get("pods", "-n", namespace, "-l", f"tfjob.dev/job-name={job}")["items"]
+
+
 def assert_scaled_down(cluster: Cluster, job: str, namespace: str) -> None:
     def down() -> bool:
         sets = cluster.get("statefulsets", "-n", namespace, "-l", f"tfjob.dev/job-name={job}")

@@ -31,6 +31,7 @@ from tests.node.helpers import (
     follow,
     has_exited,
     is_true,
+    job_pods,
     leader,
     newest_step,
     pod,
@@ -167,13 +168,8 @@ def test_a_succeeded_jobs_pods_go_within_seconds_whatever_their_grace_period(
     job["spec"].setdefault("runPolicy", {})["terminationGracePeriodSeconds"] = grace
     cluster.apply(job, namespace)
     wait_ended(cluster, "done", namespace)
-
-    def pods() -> list[str]:
-        listed = cluster.get("pods", "-n", namespace, "-l", "tfjob.dev/job-name=done")
-        return [p["metadata"]["name"] for p in listed["items"]]
-
     wait_for(
-        lambda: not pods(),
+        lambda: not job_pods(cluster, namespace, "done"),
         grace / 5,
         f"every pod of the Succeeded job gone, well within its {grace} s grace period",
     )

@@ -18,6 +18,7 @@ from tests.node.helpers import (
     fast_job,
     follow,
     helm_operator,
+    job_pods,
     newest_step,
     pod,
 )
@@ -170,5 +171,4 @@ def _serves(cluster: Cluster, namespace: str) -> bool:
 
 
 def _exists(cluster: Cluster, namespace: str, uid: str) -> bool:
-    pods = cluster.get("pods", "-n", namespace, "-l", f"tfjob.dev/job-name={HELD}")["items"]
-    return any(p["metadata"]["uid"] == uid for p in pods)
+    return any(p["metadata"]["uid"] == uid for p in job_pods(cluster, namespace, HELD))

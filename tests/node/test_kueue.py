@@ -27,6 +27,7 @@ from tests.node.helpers import (
     fast_job,
     follow,
     helm_operator,
+    job_pods,
     newest_step,
     wait_ended,
     wait_halfway_past_a_checkpoint,
@@ -175,10 +176,6 @@ def assert_figures(cluster: Cluster, cq: str, admitted: int, pending: int) -> No
         POD_WAIT,
         f"ClusterQueue {cq}: {admitted} admitted and reserving, {pending} pending",
     )
-
-
-def job_pods(cluster: Cluster, namespace: str, job: str) -> list[dict[str, Any]]:
-    return cluster.get("pods", "-n", namespace, "-l", f"tfjob.dev/job-name={job}")["items"]
 
 
 def assert_not_taken_over(cluster: Cluster, namespace: str, job: str) -> None:

@@ -28,6 +28,7 @@ from tests.node.helpers import (
     fast_job,
     follow,
     helm_operator,
+    job_pods,
     newest_step,
     pod,
     wait_ended,
@@ -235,7 +236,7 @@ def _pod_uid(cluster: Cluster, namespace: str, name: str) -> str | None:
 
 def _pods(cluster: Cluster, namespace: str) -> dict[str, tuple[str, int]]:
     """The job's pods: name -> (uid, restarts of the container)."""
-    found = cluster.get("pods", "-n", namespace, "-l", f"tfjob.dev/job-name={JOB}")["items"]
+    found = job_pods(cluster, namespace, JOB)
     return {
         p["metadata"]["name"]: (
             p["metadata"]["uid"],
