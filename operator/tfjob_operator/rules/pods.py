@@ -147,7 +147,7 @@ def _deleted_at(meta: dict[str, Any]) -> datetime | None:
     at = st.parse_timestamp(meta.get("deletionTimestamp"))
     if at is None:
         return None
-    return at - timedelta(seconds=int(meta.get("deletionGracePeriodSeconds") or 0))
+    return at - timedelta(seconds=_grace(meta) or 0)
 
 
 def _disruption(pod: dict[str, Any]) -> str:
