@@ -162,10 +162,12 @@ async def write_status(
     decision: Decision,
     first: ChildrenFirst | None = None,
 ) -> None:
-    """The status patch, then the events it announces and the job metrics it moves; after
-    the children being applied (`first`)."""
+    """The events the status patch announces, then the patch and the job metrics it moves;
+    after the children being applied (`first`). Events first: a patch that fails, or whose
+    answer is lost, is made again with its events, so each is posted at least once."""
     if first is not None and (decision.patch or decision.events):
         await first.wait()
+    post_events(kube, key, body, decision.events)
     if decision.patch:
         try:
             result = await asyncio.to_thread(kube.patch_status, key[0], key[1], decision.patch)
@@ -184,7 +186,6 @@ async def write_status(
         metrics.STATUS_WRITES.inc()
         metrics.record(key[0], body.get("status") or {}, decision.status)
     job.written_state = st.state(decision.status)
-    post_events(kube, key, body, decision.events)
 
 
 def post_events(

@@ -317,6 +317,16 @@ class Reconciler:
             list(self.pods.get(key, [])),
         )
 
+    def _departed(self, key: JobKey, body: dict[str, Any], job: JobState) -> list[PodObservation]:
+        """The deleted pods remembered for the job that were its own (`lineage`): those of an
+        earlier TFJob of its name, which the garbage collector deletes as it starts, are
+        forgotten."""
+        sets = list(self.statefulsets.get(key, []))
+        kept = lineage.own(body["metadata"].get("uid", ""), sets, list(job.departed.values()))
+        for uid in job.departed.keys() - {p.uid for p in kept.pods}:
+            del job.departed[uid]
+        return kept.pods
+
     async def _reconcile(self, key: JobKey) -> float | None:
         body = self._current_body(key)
         if body is None or body["metadata"].get("deletionTimestamp"):
@@ -334,7 +344,7 @@ class Reconciler:
         observed, sets = children.pods, children.sets
         view, now = self._view(key, body), datetime.now(UTC)
         job = self._job(key)
-        departed = list(job.departed.values())
+        departed = self._departed(key, body, job)
         await self._kueue_ownership(key, body, job, sets, observed)
         queue = await self.workloads.queue_view(job, key, body, view)
         failures, recheck = await self.failed_creates.check(job, key, view, observed, sets)
@@ -358,20 +368,24 @@ class Reconciler:
         # A new job: nothing applied yet, no StatefulSet seen, no condition written.
         fresh = job.applied is None and not sets and not view.status.get("conditions")
         decision = await self._apply_children(job, decision, refused, fresh, sets)
-        # Before the scale-down: a kubelet keeps the grace period of the first deletion it
-        # acts on, and the StatefulSet's gives the pod its whole one.
-        await end_done_pods(self.kube, job, key[0], decision)
-        if decision.scale_down or decision.delete_children:
-            await asyncio.to_thread(converge, self.kube, job, key[0], decision)
-        job.scaled &= set(decision.scale_down)  # shown scaled down: asked again if wanted
         await label_pods(self.kube, job, key[0], decision)
 
+        # The decision is stored before anything is acted on that cannot be undone: a job's
+        # end before its pods go (their exits are what decided it), a stop before its pods
+        # are deleted. A failed write or a crash in between repeats the acts, from the
+        # stored status, never the training.
         counts_delay = counts_wait(job, decision, self.clock)
         if counts_delay is None:
             await write_status(self.kube, job, key, body, decision, self.children_first)
         # Their news is written now (a patch of counts alone, which may wait, holds none).
         for said in departed:
             job.departed.pop(said.uid, None)
+        # Before the scale-down: a kubelet keeps the grace period of the first deletion it
+        # acts on, and the StatefulSet's gives the pod its whole one.
+        await end_done_pods(self.kube, job, key[0], decision)
+        if decision.scale_down or decision.delete_children:
+            await asyncio.to_thread(converge, self.kube, job, key[0], decision)
+        job.scaled &= set(decision.scale_down)  # shown scaled down: asked again if wanted
         # After the status write that counts their restarts: a crash in between deletes them at
         # the next reconcile, and counts nothing twice.
         for pod, uid in decision.delete_pods:

@@ -239,7 +239,7 @@ def _decide_valid(
     finished = st.is_finished(status)
     suspended = (spec.run_policy.suspend or held) and not finished
     requeue += _report(job, spec, status, seen, held, suspended)
-    again = None if finished or suspended else restart(job.ref.name, spec, seen)
+    again = None if finished or suspended else restart(job.ref.name, spec, seen, prior.get("lastStop"))
     if again is not None:
         stopping = [p.uid for p in (*seen.pods, *seen.departed) if p.deleting]
         status["lastStop"] = again.stop(status.get("lastStop"), seen.now, stopping)
@@ -278,7 +278,7 @@ def _ours(job: str, prior: st.Status, seen: Observation) -> frozenset[str]:
     took."""
     taken = set((prior.get("lastStop") or {}).get("podUIDs") or ())
     mine = {p.name for p in (*seen.pods, *seen.departed) if p.uid in taken}
-    return restarting(job, seen) | mine
+    return restarting(job, seen, prior.get("lastStop")) | mine
 
 
 def _begun(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> bool:
@@ -310,7 +310,7 @@ def _run(
     forward. (requeue, pods to delete)."""
     why = stopped(spec.run_policy.suspend, held, seen.queue, name)
     # A pod deleted for a restart ends as the restart makes it end, whatever its exit code.
-    ending = restarting(ref.name, seen)
+    ending = restarting(ref.name, seen, status.get("lastStop"))
     put(status, "lastStop", last_stop(status, why, seen.pods + seen.departed, seen.now, ending))
     counted = [p for p in seen.pods if p.name not in ending]
     exits = account_exits(status.get("terminations", {}), counted, spec, stopped=why is not None)

@@ -97,7 +97,9 @@ def _outdated(pod: PodObservation, current: Mapping[ReplicaType, Template]) -> b
     return not pod.spec_hash or pod.spec_hash != now.spec_hash
 
 
-def restart(job: str, spec: TFJobSpec, seen: Observation) -> Restart | None:
+def restart(
+    job: str, spec: TFJobSpec, seen: Observation, last: Mapping[str, Any] | None = None
+) -> Restart | None:
     """Every pod of the job that a change of the user's left off its StatefulSet's current
     revision (`_outdated`), none already being deleted, none on a node that stopped
     answering (`nodelost` deletes those); None when there is none, or while the revisions
@@ -106,11 +108,15 @@ def restart(job: str, spec: TFJobSpec, seen: Observation) -> Restart | None:
     current = revisions(job, spec, seen)
     if current is None:
         return None
-    pods = tuple(
-        p for p in seen.pods if not p.deleting and p.lost_since is None and _outdated(p, current)
-    )
+    live = [p for p in seen.pods if not p.deleting and p.lost_since is None]
+    pods = outdated = tuple(p for p in live if _outdated(p, current))
     if not pods:
-        return None
+        return _unfinished(last, live)
+    if _together(spec, pods):
+        # The other types' pods too; a type with outdated pods has its newer ones started
+        # with the new cluster already (a resize's new workers).
+        rolled = {p.replica_type for p in pods} | {ReplicaType.EVALUATOR}
+        pods += tuple(p for p in live if p.replica_type not in rolled)
     new = {rt: rs.replicas for rt, rs in spec.replicas().items()}
     old = _old_counts(new, [*seen.pods, *seen.surplus], current)
     changed = [f"{rt.value} {old[rt]} → {n}" for rt, n in new.items() if old[rt] != n]
@@ -118,8 +124,29 @@ def restart(job: str, spec: TFJobSpec, seen: Observation) -> Restart | None:
     if changed:
         message = f"{', '.join(changed)}: {count} with the new cluster"
         return Restart(pods, RESIZED, message)
-    types = ", ".join(dict.fromkeys(p.replica_type.value for p in pods))
+    types = ", ".join(dict.fromkeys(p.replica_type.value for p in outdated))
     return Restart(pods, UPDATED, f"a new pod template for {types}: {count}")
+
+
+def _unfinished(last: Mapping[str, Any] | None, live: Sequence[PodObservation]) -> Restart | None:
+    """The stored restart (`last`, status.lastStop) whose pods are not all being deleted yet
+    (a deletion failed, or the operator stopped between two): the rest of them, for that same
+    stop. Its pods on the current template are known only by it."""
+    if last is None or not _restart(last):
+        return None
+    taken = set(last.get("podUIDs") or ())
+    pods = tuple(p for p in live if p.uid in taken)
+    return Restart(pods, str(last["cause"]), str(last.get("message", ""))) if pods else None
+
+
+def _together(spec: TFJobSpec, outdated: Sequence[PodObservation]) -> bool:
+    """Whether the outdated pods cannot restart alone, so every task of the cluster restarts
+    with them: a parameter server (the chief's coordinator holds variables on it and fails
+    without it), or any task of a job with none (MultiWorkerMirrored: every task takes part in
+    each collective). An Evaluator is outside the cluster, and restarts alone."""
+    if spec.replicas().get(ReplicaType.PS) is not None:
+        return any(p.replica_type is ReplicaType.PS for p in outdated)
+    return any(p.replica_type is not ReplicaType.EVALUATOR for p in outdated)
 
 
 def _old_counts(
@@ -138,14 +165,25 @@ def _old_counts(
     return old
 
 
-def restarting(job: str, seen: Observation) -> frozenset[str]:
-    """The pods being deleted off an old revision: their exits end a restart, whatever the
-    code (a program that does not save on SIGTERM exits 143, or 137 once killed), and count
-    as no failure."""
+def restarting(
+    job: str, seen: Observation, last: Mapping[str, Any] | None = None
+) -> frozenset[str]:
+    """The pods being deleted off an old revision, or for the stored restart (`last`), with
+    a parameter server that must restart (`_together`): their exits end a restart, whatever
+    the code (a program that does not save on SIGTERM exits 143, or 137 once killed), and
+    count as no failure."""
+    taken = set((last or {}).get("podUIDs") or ()) if _restart(last) else set()
     current = {
         rt: Template(s.update_revision, s.spec_hash)
         for rt in ReplicaType
         for s in seen.statefulsets
         if s.name == naming.replica_name(job, rt) and s.update_revision
     }
-    return frozenset(p.name for p in seen.pods if p.deleting and _outdated(p, current))
+    return frozenset(
+        p.name for p in seen.pods if p.deleting and (p.uid in taken or _outdated(p, current))
+    )
+
+
+def _restart(last: Mapping[str, Any] | None) -> bool:
+    """Whether the stop `last` is a restart's."""
+    return bool(last) and (last or {}).get("cause") in (RESIZED, UPDATED)

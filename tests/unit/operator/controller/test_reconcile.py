@@ -225,12 +225,12 @@ def test_a_job_gone_from_the_index_is_forgotten_whole(cluster):
         cluster.reconcile(k, deliver=False)  # written, and the index behind
     # A StatefulSet that left the spec: deleted on every reconcile until it is gone.
     cluster.sets[key].append(StatefulSetObservation("mnist-ps", "sts-mnist-ps", 1))
-    cluster.running(key, 0)
-    cluster.reconcile(key, deliver=False)  # a count change waits
     cluster.now += CREATE_GRACE_SECONDS
+    cluster.running(key, 0)
+    cluster.reconcile(key, deliver=False)  # a count change waits, after the FailedCreate look
     cluster.kube.errors["delete_child"] = api_error(500)
     with pytest.raises(RetryableError):
-        cluster.reconcile(key, deliver=False)  # fails after the FailedCreate look
+        cluster.reconcile(key, deliver=False)
     state = cluster.reconciler.state[key]
     # What a queued job keeps (tests/unit/operator/rules/kueue/, tests/integration/test_kueue.py).
     state.queue = QueueView("team-a", "v1beta2")
@@ -372,17 +372,23 @@ def test_a_failure_that_persists_is_said_in_status_once_and_cleared_once_healed(
     assert st.is_true(cluster.status(key), st.Cond.RECONCILE_ERROR)
 
 
-def test_a_standby_touches_nothing_and_a_lease_lost_mid_write_posts_no_event(cluster):
+def test_a_standby_touches_nothing_and_a_lease_lost_mid_reconcile_posts_and_writes_nothing(
+    cluster,
+):
     key = cluster.create("mnist", replicas={"Worker": 1})
     cluster.kube.leading = [False]
     assert cluster.reconcile(key) is None
     assert cluster.kube.calls == []
     assert key not in cluster.reconciler.state
 
-    cluster.kube.leading = [True, False]  # at the start; then before the events
+    # At the start; then before the events, which go before the status write that says them
+    # (posted at least once: a write that fails is made again with its events).
+    cluster.kube.leading = [True, False]
     assert cluster.reconcile(key) is None
-    assert len(cluster.writes(key)) == 1
+    assert cluster.writes(key) == []
     assert cluster.events == []
+    cluster.reconcile(key)
+    assert len(cluster.writes(key)) == 1 and cluster.reasons() == [st.Reason.CREATED]
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,127 @@
+"""The lives of a job the fault explorer runs: each a TFJob, its tasks' scripts and the user's
+edits, by tick."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.unit.operator.controller.faults.explorer import Scenario
+from tests.unit.operator.controller.faults.sim import exits, runs
+from tfjob_testbed.core.jobs import tfjob
+
+PS_CHIEF = {"PS": 1, "Chief": 1, "Worker": 2}
+
+
+def _job(replicas: dict[str, int], **kwargs: Any) -> dict[str, Any]:
+    return tfjob("life", replicas=replicas, **kwargs)
+
+
+def _set(path: str, value: Any) -> Any:
+    """An edit of the spec: `path` is dotted ("tfReplicaSpecs.Worker.replicas")."""
+
+    def edit(spec: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        node = spec
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[last] = value
+
+    return edit
+
+
+def _env(rt: str, value: str) -> Any:
+    """An edit of one replica type's pod template: a new env var."""
+
+    def edit(spec: dict[str, Any]) -> None:
+        container = spec["tfReplicaSpecs"][rt]["template"]["spec"]["containers"][0]
+        container["env"] = [{"name": "EDITED", "value": value}]
+
+    return edit
+
+
+SCENARIOS = [
+    # The chief's exit 0 ends the job; the rest of the cluster is cleaned up.
+    Scenario("chief-succeeds", _job(PS_CHIEF), {("chief", 0): exits(0, after=3)}),
+    Scenario(
+        "chief-succeeds-clean-all",
+        _job(PS_CHIEF, run_policy={"cleanPodPolicy": "All"}),
+        {("chief", 0): exits(0, after=3)},
+    ),
+    Scenario(
+        "chief-succeeds-clean-none",
+        _job(PS_CHIEF, run_policy={"cleanPodPolicy": "None"}),
+        {("chief", 0): exits(0, after=3)},
+    ),
+    # successPolicy AllWorkers: every worker's exit 0, at different moments.
+    Scenario(
+        "all-workers-succeed",
+        _job({"Worker": 2}, successPolicy="AllWorkers"),
+        {("worker", 0): exits(0, after=2), ("worker", 1): exits(0, after=4)},
+    ),
+    # A permanent failure under restartPolicy Never.
+    Scenario(
+        "worker-fails",
+        _job({"PS": 1, "Worker": 2}),
+        {("worker", 1): exits(1, after=2)},
+        expect="Failed",
+    ),
+    # ExitCode: a retryable exit, again and again, past backoffLimit.
+    Scenario(
+        "retries-to-backoff-limit",
+        _job({"Worker": 1}, restart_policy="ExitCode", run_policy={"backoffLimit": 2}),
+        {("worker", 0): exits(137, after=1)},
+        ticks=14,
+        expect="Failed",
+    ),
+    # Suspended while it runs, resumed, then it succeeds.
+    Scenario(
+        "suspend-and-resume",
+        _job({"Worker": 2}),
+        {("worker", 0): exits(0, after=3, then=lambda n: (3, 0))},
+        edits={2: _set("runPolicy.suspend", True), 5: _set("runPolicy.suspend", False)},
+        ticks=14,
+    ),
+    # Two workers become three, then worker 0 ends the job.
+    Scenario(
+        "resize",
+        _job({"Worker": 2}),
+        {("worker", 0): exits(0, after=6, then=lambda n: (3, 0))},
+        edits={2: _set("tfReplicaSpecs.Worker.replicas", 3)},
+        ticks=14,
+    ),
+    # A worker-only template edit: every task restarts together, then the chief ends it.
+    Scenario(
+        "worker-template-edit",
+        _job(PS_CHIEF),
+        {("chief", 0): exits(0, after=6, then=lambda n: (3, 0))},
+        edits={2: _env("Worker", "1")},
+        ticks=14,
+    ),
+    # A parameter-server-only template edit: the PS cannot restart alone (the chief's
+    # coordinator would lose its variables), so the whole job restarts, as a stop on purpose.
+    Scenario(
+        "ps-template-edit",
+        _job(PS_CHIEF),
+        {("chief", 0): exits(0, after=6, then=lambda n: (3, 0))},
+        edits={2: _env("PS", "1")},
+        ticks=14,
+    ),
+    # The TFJob goes as soon as it has finished (ttlSecondsAfterFinished: 0).
+    Scenario(
+        "ttl-after-finish",
+        _job({"Worker": 1}, run_policy={"ttlSecondsAfterFinished": 0}),
+        {("worker", 0): exits(0, after=2)},
+        expect="Deleted",
+    ),
+    # Deleted and made again under the same name while the first one's children linger.
+    Scenario(
+        "deleted-and-made-again",
+        _job({"Worker": 1}),
+        {("worker", 0): exits(0, after=5, then=lambda n: (3, 0))},
+        edits={2: "remake"},
+        ticks=14,
+    ),
+]
+
+# A task that never ends on its own, where a script is not given.
+__all__ = ["SCENARIOS", "runs"]

@@ -1,0 +1,458 @@
+"""A small cluster for the fault explorer: the API server's objects (TFJobs, StatefulSets,
+Services, pods), Kubernetes' StatefulSet controller and garbage collector, and a kubelet whose
+containers follow a script, all advanced one tick at a time. The operator's real `Reconciler`
+runs against it through `SimKube`, which records every API call and can fail any one of them
+(`Fault`).
+
+A task's container runs for its script's ticks, then exits with its code; the kubelet starts it
+again (a StatefulSet's pods always restart). A deleted pod's container gets SIGTERM and, as the
+trainer does, saves and exits `stop.EXIT_STOPPED`; the pod is gone a tick later."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import kubernetes
+import urllib3
+
+from tfjob_operator.api.spec import GROUP
+from tfjob_operator.controller.client import NotLeader
+from tfjob_operator.controller.jobstate import JobKey
+from tfjob_operator.rules import naming
+from tfjob_operator.rules import status as st
+from tfjob_protocol import stop
+from tfjob_testbed.core.jobs import container_status
+
+# The calls that change something in the cluster: a reconcile that makes none has settled.
+WRITES = frozenset(
+    {
+        "apply",
+        "patch_status",
+        "scale_to_zero",
+        "delete_child",
+        "delete_job",
+        "patch_job",
+        "delete_pod",
+        "force_delete_pod",
+        "label_pod",
+    }
+)
+
+
+class Crash(BaseException):
+    """The operator's process dies here: nothing it remembers survives (not an Exception, so
+    no handler of the operator's takes it for an API error)."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    """What happens at one API call: `kind` is one of KINDS."""
+
+    kind: str
+    at: int  # the index of the call in the run, from 0
+
+    # kind -> (applied first?, what is raised)
+    KINDS = ("500", "409", "429", "timeout", "lease", "crash-before", "crash-after")
+
+    def strike(self) -> tuple[bool, BaseException]:
+        if self.kind == "500":
+            return False, _api_error(500, "Internal error: etcdserver: request timed out")
+        if self.kind == "409":
+            return False, _api_error(409, "Operation cannot be fulfilled: the object has been modified")
+        if self.kind == "429":
+            e = _api_error(429, "Too many requests, please try again later.")
+            e.headers = {"Retry-After": "1"}
+            return False, e
+        if self.kind == "timeout":
+            return True, urllib3.exceptions.ReadTimeoutError(None, "/", "Read timed out.")
+        if self.kind == "lease":
+            return False, NotLeader("the leader Lease is held by another replica")
+        return self.kind == "crash-after", Crash(self.kind)
+
+
+def _api_error(status: int, message: str) -> kubernetes.client.ApiException:
+    e = kubernetes.client.ApiException(status=status, reason="Reason")
+    e.body = json.dumps({"kind": "Status", "message": message})
+    return e
+
+
+@dataclass
+class Container:
+    """The TensorFlow container of one pod: started how many times in this pod, running for
+    how many more ticks, and its exits (`state` / `lastState`)."""
+
+    starts: int = 0
+    left: int | None = None  # ticks until it exits on its own; None: runs until stopped
+    code: int | None = None  # set while terminated
+    message: str = ""
+    last: tuple[int, str] | None = None
+    pending: int = 0  # the code it exits with when `left` runs out
+
+
+@dataclass
+class Pod:
+    name: str
+    uid: str
+    task: tuple[str, int]  # (replica type as labelled, index)
+    owner: str  # its StatefulSet's uid
+    revision: str
+    spec_hash: str
+    container: Container = field(default_factory=Container)
+    deleting: bool = False
+    grace: int | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def body(self, namespace: str) -> dict[str, Any]:
+        c = self.container
+        last = c.last
+        if c.code is not None:
+            cs = container_status(
+                "terminated", exit_code=c.code, last_exit=last and last[0], restarts=c.starts - 1
+            )
+            cs["state"]["terminated"]["message"] = c.message
+        else:
+            cs = container_status("running", last_exit=last and last[0], restarts=c.starts - 1)
+        if last is not None:
+            cs["lastState"]["terminated"]["message"] = last[1]
+        rt, _ = self.task
+        meta: dict[str, Any] = {
+            "name": self.name,
+            "namespace": namespace,
+            "uid": self.uid,
+            "labels": {
+                **self.labels,
+                naming.LABEL_REPLICA_TYPE: rt,
+                naming.LABEL_MANAGED_BY: naming.MANAGED_BY,
+                naming.LABEL_REVISION: self.revision,
+            },
+            "annotations": {naming.ANNOTATION_SPEC_HASH: self.spec_hash},
+            "ownerReferences": [{"uid": self.owner, "controller": True, "kind": "StatefulSet"}],
+        }
+        if self.deleting:
+            meta["deletionTimestamp"] = "2026-01-01T00:00:30Z"
+            meta["deletionGracePeriodSeconds"] = self.grace if self.grace is not None else 30
+        return {
+            "metadata": meta,
+            "spec": {"containers": [{"name": "tensorflow", "image": "x"}]},
+            "status": {"phase": "Running", "containerStatuses": [cs]},
+        }
+
+
+@dataclass
+class StatefulSet:
+    name: str
+    uid: str
+    owner: str
+    manifest: dict[str, Any]
+    generation: int = 1
+
+    @property
+    def replicas(self) -> int:
+        return int(self.manifest["spec"].get("replicas") or 0)
+
+    @property
+    def revision(self) -> str:
+        template = json.dumps(self.manifest["spec"]["template"], sort_keys=True).encode()
+        return hashlib.blake2b(template, digest_size=5).hexdigest()
+
+    def body(self, namespace: str) -> dict[str, Any]:
+        body = copy.deepcopy(self.manifest)
+        body["metadata"].update(
+            namespace=namespace,
+            uid=self.uid,
+            generation=self.generation,
+        )
+        body["status"] = {"observedGeneration": self.generation, "updateRevision": self.revision}
+        return body
+
+
+# A task's script: for its n-th start (from 0, over every pod it had), ticks to run and the
+# exit code (None ticks: until stopped).
+Script = Callable[[int], tuple[int | None, int]]
+
+
+def runs() -> Script:
+    return lambda n: (None, 0)
+
+
+def exits(code: int, after: int = 2, then: Script | None = None) -> Script:
+    """Exits `code` after `after` ticks on its first start; then as `then` (default: the
+    same again)."""
+    return lambda n: (after, code) if n == 0 or then is None else then(n - 1)
+
+
+@dataclass
+class World:
+    """The cluster's objects and controllers for one namespace."""
+
+    namespace: str = "default"
+    jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sets: dict[str, StatefulSet] = field(default_factory=dict)
+    services: dict[str, dict[str, Any]] = field(default_factory=dict)
+    others: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    pods: dict[str, Pod] = field(default_factory=dict)
+    scripts: dict[tuple[str, int], Script] = field(default_factory=dict)
+    # What happened to each task: starts (from step 0 or from a save), and the pods the
+    # operator deleted (by task and the pod's uid).
+    starts: dict[tuple[str, int], int] = field(default_factory=dict)
+    fresh_starts: dict[tuple[str, int], int] = field(default_factory=dict)
+    saved: set[tuple[str, int]] = field(default_factory=set)
+    deleted: list[tuple[str, int]] = field(default_factory=list)
+    gone: list[dict[str, Any]] = field(default_factory=list)  # pods removed since last asked
+    # Rules broken on the way (a StatefulSet that wants pods applied for a finished job).
+    violations: list[str] = field(default_factory=list)
+    _ids: itertools.count[int] = field(default_factory=itertools.count)
+    rv: int = 1
+
+    def uid(self, kind: str) -> str:
+        return f"{kind}-{next(self._ids)}"
+
+    def next_rv(self) -> str:
+        self.rv += 1
+        return str(self.rv)
+
+    def tick(self) -> None:
+        """One step of Kubernetes: deleted pods go, StatefulSets make their missing pods,
+        containers run, exit and start again."""
+        for name, p in list(self.pods.items()):
+            if p.deleting:
+                self._remove(name)
+                if p.task[0] == "ps":
+                    self._lose_parameter_server()
+        for s in self.sets.values():
+            rt = s.manifest["spec"]["template"]["metadata"]["labels"][naming.LABEL_REPLICA_TYPE]
+            for i in range(s.replicas):
+                name = f"{s.name}-{i}"
+                if name not in self.pods:
+                    self._make_pod(s, name, (rt, i))
+            for name, p in list(self.pods.items()):
+                if p.owner == s.uid and p.task[1] >= s.replicas:
+                    self._stop(p)
+        for p in self.pods.values():
+            self._run(p)
+
+    def _lose_parameter_server(self) -> None:
+        """A parameter server gone: the chief's coordinator loses its variables and exits 1,
+        as TensorFlow's does, unless it is stopping already."""
+        for p in self.pods.values():
+            if p.task[0] == "chief" and not p.deleting and p.container.code is None:
+                p.container.code, p.container.message = 1, "UnavailableError: ps lost"
+
+    def _make_pod(self, s: StatefulSet, name: str, task: tuple[str, int]) -> None:
+        annotations = s.manifest["spec"]["template"]["metadata"].get("annotations") or {}
+        spec_hash = annotations.get(naming.ANNOTATION_SPEC_HASH, "")
+        labels = dict(s.manifest["spec"]["template"]["metadata"].get("labels") or {})
+        p = Pod(name, self.uid("pod"), task, s.uid, s.revision, spec_hash, labels=labels)
+        self.pods[name] = p
+        self._start(p)
+
+    def _start(self, p: Pod) -> None:
+        c = p.container
+        n = self.starts.get(p.task, 0)
+        self.starts[p.task] = n + 1
+        if p.task not in self.saved:
+            self.fresh_starts[p.task] = self.fresh_starts.get(p.task, 0) + 1
+        self.saved.discard(p.task)
+        script = self.scripts.get(p.task, runs())
+        c.left, code = script(n)
+        c.starts += 1
+        c.pending = code
+
+    def _run(self, p: Pod) -> None:
+        c = p.container
+        if p.deleting:
+            return
+        if c.code is not None:  # restarted by the kubelet
+            c.last, c.code, c.message = (c.code, c.message), None, ""
+            self._start(p)
+            return
+        if c.left is None:
+            return
+        c.left -= 1
+        if c.left <= 0:
+            c.code = c.pending
+
+    def _stop(self, p: Pod, grace: int | None = None) -> None:
+        """SIGTERM: a running container saves and exits EXIT_STOPPED."""
+        if p.deleting:
+            if grace is not None:
+                p.grace = min(grace, p.grace if p.grace is not None else grace)
+            return
+        p.deleting, p.grace = True, grace
+        c = p.container
+        if c.code is None:
+            c.code, c.message = stop.EXIT_STOPPED, stop.message(7)
+            self.saved.add(p.task)
+
+    def _remove(self, name: str) -> None:
+        p = self.pods.pop(name)
+        self.gone.append(p.body(self.namespace))
+
+    def collect(self, job_uid: str) -> None:
+        """The garbage collector: a deleted TFJob's children go, their pods with them."""
+        for name, s in list(self.sets.items()):
+            if s.owner == job_uid:
+                del self.sets[name]
+                for pname, p in list(self.pods.items()):
+                    if p.owner == s.uid:
+                        self._stop(p)
+        for name, svc in list(self.services.items()):
+            if svc["owner"] == job_uid:
+                del self.services[name]
+
+    def delete_pod(self, name: str, uid: str, grace: int | None) -> None:
+        p = self.pods.get(name)
+        if p is None or p.uid != uid:
+            return
+        if not p.deleting:
+            self.deleted.append(p.task)
+        self._stop(p, grace)
+
+
+@dataclass
+class SimKube:
+    """`controller.client.Kube` on a `World`: every call recorded (method, target), any one
+    of them failed by the `fault`."""
+
+    world: World
+    fault: Fault | None = None
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    group: str = GROUP
+    leading: bool = True
+    struck: bool = False
+
+    def may_write(self) -> bool:
+        return self.leading
+
+    def _call(self, method: str, target: str, act: Callable[[], Any]) -> Any:
+        i = len(self.calls)
+        self.calls.append((method, target))
+        if self.fault is None or self.fault.at != i:
+            return act()
+        self.struck = True
+        applied, error = self.fault.strike()
+        if self.fault.kind == "lease":
+            self.leading = False
+        if applied:
+            act()
+        raise error
+
+    # -- the job
+    def patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        def act() -> dict[str, Any]:
+            stored = self.world.jobs.get(name)
+            if stored is None:
+                raise _api_error(404, "not found")
+            stored["status"] = _merge(stored.get("status"), patch)
+            stored["metadata"]["resourceVersion"] = self.world.next_rv()
+            return copy.deepcopy(stored)
+
+        return self._call("patch_status", name, act)
+
+    def patch_job(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        def act() -> None:
+            stored = self.world.jobs[name]
+            stored["metadata"] = _merge(stored["metadata"], patch["metadata"])
+            stored["metadata"]["resourceVersion"] = self.world.next_rv()
+
+        self._call("patch_job", name, act)
+
+    def delete_job(self, namespace: str, name: str) -> None:
+        def act() -> None:
+            job = self.world.jobs.pop(name, None)
+            if job is not None:
+                self.world.collect(job["metadata"]["uid"])
+
+        self._call("delete_job", name, act)
+
+    # -- children
+    def apply(self, manifest: dict[str, Any], fresh: bool = False, changed: bool = True) -> int | None:
+        kind, name = manifest["kind"], manifest["metadata"]["name"]
+
+        def act() -> int | None:
+            owner = manifest["metadata"]["ownerReferences"][0]["uid"]
+            job = next((j for j in self.world.jobs.values() if j["metadata"]["uid"] == owner), {})
+            if kind == "StatefulSet" and manifest["spec"].get("replicas") and st.is_finished(
+                job.get("status") or {}
+            ):
+                self.world.violations.append(f"{name} applied with pods for a finished job")
+            if kind == "StatefulSet":
+                s = self.world.sets.get(name)
+                if s is None:
+                    s = StatefulSet(name, self.world.uid("sts"), owner, copy.deepcopy(manifest))
+                    self.world.sets[name] = s
+                elif s.manifest["spec"] != manifest["spec"]:
+                    s.manifest = copy.deepcopy(manifest)
+                    s.generation += 1
+                return s.generation
+            if kind == "Service":
+                self.world.services[name] = {"owner": owner}
+            else:
+                self.world.others[(kind, name)] = copy.deepcopy(manifest)
+            return None
+
+        return self._call("apply", f"{kind}/{name}", act)
+
+    def scale_to_zero(self, namespace: str, name: str) -> None:
+        def act() -> None:
+            s = self.world.sets.get(name)
+            if s is not None and s.replicas:
+                s.manifest["spec"]["replicas"] = 0
+                s.generation += 1
+
+        self._call("scale_to_zero", name, act)
+
+    def delete_child(self, kind: str, namespace: str, name: str) -> None:
+        def act() -> None:
+            if kind == "StatefulSet":
+                s = self.world.sets.pop(name, None)
+                for p in list(self.world.pods.values()):
+                    if s is not None and p.owner == s.uid:
+                        self.world._stop(p)
+            elif kind == "Service":
+                self.world.services.pop(name, None)
+            else:
+                self.world.others.pop((kind, name), None)
+
+        self._call("delete_child", f"{kind}/{name}", act)
+
+    # -- pods
+    def delete_pod(self, namespace: str, name: str, uid: str, grace: int | None = None) -> None:
+        self._call("delete_pod", name, lambda: self.world.delete_pod(name, uid, grace))
+
+    def force_delete_pod(self, namespace: str, name: str, uid: str) -> None:
+        self._call("force_delete_pod", name, lambda: self.world.delete_pod(name, uid, 0))
+
+    def label_pod(self, namespace: str, name: str, uid: str, labels: dict[str, str]) -> None:
+        def act() -> None:
+            p = self.world.pods.get(name)
+            if p is not None and p.uid == uid:
+                p.labels.update(labels)
+
+        self._call("label_pod", name, act)
+
+    # -- reads
+    def failed_creates(self, namespace: str) -> dict[tuple[str, str], str]:
+        return self._call("failed_creates", namespace, dict)
+
+    def foreign_children(self, namespace: str, job: str, uid: str) -> list[str]:
+        return self._call("foreign_children", job, list)
+
+
+def _merge(target: Any, patch: Any) -> Any:
+    """RFC 7386, as the API server applies a merge patch."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = _merge(out.get(k), v)
+    return out

@@ -1,0 +1,67 @@
+"""Every fault at every API call of a job's life ends the job as the fault-free run does
+(`explorer`); the matrix's size per scenario is the one `docs/faults.md` states."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.unit.operator.controller.faults.explorer import (
+    Outcome,
+    Scenario,
+    differences,
+    explore,
+    run,
+)
+from tests.unit.operator.controller.faults.scenarios import SCENARIOS
+from tests.unit.operator.controller.faults.sim import Fault, exits
+from tfjob_testbed.core.jobs import tfjob
+from tfjob_testbed.core.paths import ROOT
+
+DOC = ROOT / "docs" / "faults.md"
+
+
+def documented() -> dict[str, tuple[int, int]]:
+    """(calls, cases) of each scenario, as the docs' matrix says."""
+    rows = re.findall(r"^\| `([\w-]+)` \| (\d+) \| (\d+) \| 0 \|$", DOC.read_text(), re.M)
+    return {name: (int(calls), int(cases)) for name, calls, cases in rows}
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
+def test_every_fault_at_every_call_ends_the_job_as_without_faults(scenario: Scenario):
+    cases, found = explore(scenario)
+    assert found == [], "\n".join(found[:20])
+    calls = cases // len(Fault.KINDS)
+    assert documented().get(scenario.name) == (calls, cases), f"update {DOC.name}'s matrix"
+
+
+def test_the_docs_list_every_scenario_once():
+    assert sorted(documented()) == sorted(s.name for s in SCENARIOS)
+
+
+def test_a_fault_that_changes_the_outcome_is_found():
+    """The explorer can fail: a run whose outcome differs in any field is reported."""
+    base = Outcome("Succeeded", {}, ((("chief", 0), 1),), (), (), frozenset({"A"}), ())
+    assert differences(base, base) == []
+    for changed in (
+        base.__class__("Failed", {}, base.starts, (), (), base.events, ()),
+        base.__class__(base.state, {}, ((("chief", 0), 2),), (), (), base.events, ()),
+        base.__class__(base.state, {}, base.starts, (), (), frozenset(), ()),
+        base.__class__(base.state, {}, base.starts, (), (), base.events, ("x",)),
+    ):
+        assert differences(base, changed)
+
+
+def test_a_success_whose_status_write_is_lost_is_not_trained_again():
+    """The operator crashes right after the write that stores Succeeded, or the write's
+    answer is lost: the chief that decided it is not started again from step 0."""
+    job = Scenario("s", tfjob("one", replicas={"Chief": 1}), {("chief", 0): exits(0, after=2)})
+    clean = run(job)
+    assert clean.outcome.state == "Succeeded"
+    write = max(i for i, c in enumerate(clean.calls) if c[0] == "patch_status")
+    for kind in ("crash-after", "timeout", "500", "crash-before"):
+        faulted = run(job, Fault(kind, write))
+        assert faulted.struck
+        assert faulted.outcome.state == "Succeeded"
+        assert faulted.outcome.fresh_starts == clean.outcome.fresh_starts == ((("chief", 0), 1),)
