@@ -74,6 +74,9 @@ class CleanPodPolicy(enum.StrEnum):
 
 
 ONE_SOURCE = "set exactly one of claimName or storage"
+# The most pods of one replica type: refused by the schema before the operator spends memory on
+# them. The TF_CONFIG that lists them all is bounded tighter still (`tfconfig.too_large`).
+MAX_REPLICAS = 10000
 
 
 class _Model(BaseModel):
@@ -83,7 +86,15 @@ class _Model(BaseModel):
 class ReplicaSpec(_Model):
     """One replica type: how many pods, how they restart, and their pod template."""
 
-    replicas: int = Field(1, ge=0, description="Number of pods of this replica type. Default: 1.")
+    replicas: int = Field(
+        1,
+        ge=0,
+        le=MAX_REPLICAS,
+        description=(
+            f"Number of pods of this replica type, at most {MAX_REPLICAS} (every task's "
+            "address is in each pod's TF_CONFIG, which Linux bounds). Default: 1."
+        ),
+    )
     restart_policy: RestartPolicy = Field(
         RestartPolicy.NEVER,
         alias="restartPolicy",

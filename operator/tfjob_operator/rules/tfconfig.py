@@ -22,6 +22,12 @@ ENV_TF_CONFIG = "TF_CONFIG"
 ENV_TASK_INDEX = "TFJOB_TASK_INDEX"
 INDEX_REFERENCE = f"$({ENV_TASK_INDEX})"
 _INDEX_PLACEHOLDER = "__TFJOB_TASK_INDEX__"
+# Linux refuses to start a program with an environment string longer than MAX_ARG_STRLEN (32
+# pages: 131072 bytes, "TF_CONFIG=" and the closing NUL included): a larger TF_CONFIG is a
+# container that can never start. Room is left for the task part and the JSON around.
+MAX_ARG_STRLEN = 131072
+MAX_TF_CONFIG_BYTES = MAX_ARG_STRLEN - len(f"{ENV_TF_CONFIG}=") - 1 - 512
+_PORT_DIGITS = 5
 # A TF_CONFIG `cluster`: each job's tasks as a list (dense), or as {"<index>": "<address>"}
 # for only some of them (sparse, which TensorFlow's ClusterSpec takes too).
 Cluster = Mapping[str, Sequence[str] | Mapping[str, str]]
@@ -41,6 +47,46 @@ def cluster_map(
         for rt, count in replicas.items()
         if rt is not ReplicaType.EVALUATOR and count > 0
     }
+
+
+def too_large(
+    job: str, namespace: str, replicas: Mapping[ReplicaType, int], cluster_domain: str
+) -> str | None:
+    """Why the job's TF_CONFIG could not be set in a container (too many tasks for its names),
+    or None: counted from the names' lengths before anything is rendered, so a spec of a
+    million replicas costs no memory."""
+    size = cluster_size(job, namespace, replicas, cluster_domain)
+    if size <= MAX_TF_CONFIG_BYTES:
+        return None
+    tasks = sum(n for rt, n in replicas.items() if rt is not ReplicaType.EVALUATOR)
+    return (
+        f"spec.tfReplicaSpecs: {tasks} tasks make a TF_CONFIG of about {size} bytes, and Linux "
+        f"starts no container with an environment variable over {MAX_ARG_STRLEN} bytes; "
+        "use fewer replicas (or a shorter job name or namespace)"
+    )
+
+
+def cluster_size(
+    job: str, namespace: str, replicas: Mapping[ReplicaType, int], cluster_domain: str
+) -> int:
+    """At least the bytes of the job's `cluster` map as JSON, counted, not rendered."""
+    size = 2  # {}
+    for rt, count in replicas.items():
+        if rt is ReplicaType.EVALUATOR or count <= 0:
+            continue
+        # Each address once, quoted, with a comma and a space; its index's digits apart.
+        address = naming.pod_address(job, rt, "", namespace, cluster_domain, 10**_PORT_DIGITS - 1)
+        size += len(rt.task_type) + 8 + count * (len(address) + 4) + _digits(count)
+    return size
+
+
+def _digits(count: int) -> int:
+    """The digits of the indexes 0 .. count-1, all together."""
+    total, power = count, 10
+    while power < count:
+        total += count - power
+        power *= 10
+    return total
 
 
 def cluster_spec(

@@ -239,7 +239,9 @@ def _decide_valid(
     finished = st.is_finished(status)
     suspended = (spec.run_policy.suspend or held) and not finished
     requeue += _report(job, spec, status, seen, held, suspended)
-    again = None if finished or suspended else restart(job.ref.name, spec, seen, prior.get("lastStop"))
+    again = (
+        None if finished or suspended else restart(job.ref.name, spec, seen, prior.get("lastStop"))
+    )
     if again is not None:
         stopping = [p.uid for p in (*seen.pods, *seen.departed) if p.deleting]
         status["lastStop"] = again.stop(status.get("lastStop"), seen.now, stopping)

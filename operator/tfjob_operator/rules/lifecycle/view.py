@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tfjob_operator.api.spec import API_VERSION, RunPolicy, SpecError, TFJobSpec, parse_spec
-from tfjob_operator.rules import naming
+from tfjob_operator.rules import naming, tfconfig
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.children import Built, JobRef, build, check_additions, children
 from tfjob_operator.rules.gang import Gang
@@ -92,7 +92,11 @@ def read_spec(
     built = None
     try:
         spec = parse_spec(raw if isinstance(raw, dict) else None)
-        problems = naming.check_job_name(ref.name, spec.replicas())
+        replicas = spec.replicas()
+        problems = naming.check_job_name(ref.name, replicas)
+        counts = {rt: rs.replicas for rt, rs in replicas.items()}
+        large = tfconfig.too_large(ref.name, ref.namespace, counts, cluster_domain)
+        problems += [large] if large else []
         added_problems, added_warnings = check_additions(spec)
         problems += added_problems
         if not problems:

@@ -182,3 +182,30 @@ def test_a_worker_count_changes_only_what_the_chief_sees():
 
     before, after = templates(2), templates(3)
     assert [rt for rt in before if before[rt] != after[rt]] == [RT.CHIEF]
+
+
+@pytest.mark.parametrize(
+    "replicas",
+    [
+        {RT.WORKER: 1},
+        {RT.PS: 2, RT.CHIEF: 1, RT.WORKER: 500, RT.EVALUATOR: 1},
+        {RT.PS: 1, RT.WORKER: 1999},
+        {RT.WORKER: 10000},
+    ],
+)
+def test_the_counted_size_bounds_the_rendered_one_closely(replicas):
+    ports = {rt: 65535 for rt in replicas}
+    rendered = len(json.dumps(tfconfig.cluster_spec("mnist-x", "team", replicas, ports, "c.l")))
+    counted = tfconfig.cluster_size("mnist-x", "team", replicas, "c.l")
+    assert rendered <= counted <= rendered + 64
+
+
+@pytest.mark.parametrize(
+    ("workers", "large"),
+    [(1, False), (1500, False), (2100, True), (10**6, True)],
+)
+def test_a_tf_config_no_container_could_start_with_is_refused(workers, large):
+    why = tfconfig.too_large("mnist", "default", {RT.PS: 1, RT.WORKER: workers}, "cluster.local")
+    assert (why is not None) == large
+    if large:
+        assert f"{workers + 1} tasks" in why and str(tfconfig.MAX_ARG_STRLEN) in why

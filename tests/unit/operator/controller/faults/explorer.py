@@ -20,13 +20,13 @@ from typing import Any
 
 import kopf
 
+from tests.unit.operator.controller.faults.sim import WRITES, Crash, Fault, Script, SimKube, World
 from tfjob_operator.controller.jobstate import JobKey
 from tfjob_operator.controller.projections import job_record
 from tfjob_operator.controller.reconcile import Reconciler
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.pods import observe
 from tfjob_operator.rules.statefulsets import observe_statefulset
-from tests.unit.operator.controller.faults.sim import WRITES, Crash, Fault, Script, SimKube, World
 
 # Reconciles in one tick before the operator is taken not to settle.
 SETTLE_LIMIT = 40
@@ -193,9 +193,7 @@ def run(scenario: Scenario, fault: Fault | None = None) -> Run:
 
 def _create(world: World, job: dict[str, Any]) -> None:
     body = copy.deepcopy(job)
-    body["metadata"].update(
-        uid=world.uid("tfjob"), generation=1, resourceVersion=world.next_rv()
-    )
+    body["metadata"].update(uid=world.uid("tfjob"), generation=1, resourceVersion=world.next_rv())
     world.jobs[body["metadata"]["name"]] = body
 
 

@@ -23,7 +23,6 @@ import urllib3
 
 from tfjob_operator.api.spec import GROUP
 from tfjob_operator.controller.client import NotLeader
-from tfjob_operator.controller.jobstate import JobKey
 from tfjob_operator.rules import naming
 from tfjob_operator.rules import status as st
 from tfjob_protocol import stop
@@ -64,7 +63,9 @@ class Fault:
         if self.kind == "500":
             return False, _api_error(500, "Internal error: etcdserver: request timed out")
         if self.kind == "409":
-            return False, _api_error(409, "Operation cannot be fulfilled: the object has been modified")
+            return False, _api_error(
+                409, "Operation cannot be fulfilled: the object has been modified"
+            )
         if self.kind == "429":
             e = _api_error(429, "Too many requests, please try again later.")
             e.headers = {"Retry-After": "1"}
@@ -231,7 +232,7 @@ class World:
                 name = f"{s.name}-{i}"
                 if name not in self.pods:
                     self._make_pod(s, name, (rt, i))
-            for name, p in list(self.pods.items()):
+            for p in list(self.pods.values()):
                 if p.owner == s.uid and p.task[1] >= s.replicas:
                     self._stop(p)
         for p in self.pods.values():
@@ -299,7 +300,7 @@ class World:
         for name, s in list(self.sets.items()):
             if s.owner == job_uid:
                 del self.sets[name]
-                for pname, p in list(self.pods.items()):
+                for p in list(self.pods.values()):
                     if p.owner == s.uid:
                         self._stop(p)
         for name, svc in list(self.services.items()):
@@ -372,14 +373,18 @@ class SimKube:
         self._call("delete_job", name, act)
 
     # -- children
-    def apply(self, manifest: dict[str, Any], fresh: bool = False, changed: bool = True) -> int | None:
+    def apply(
+        self, manifest: dict[str, Any], fresh: bool = False, changed: bool = True
+    ) -> int | None:
         kind, name = manifest["kind"], manifest["metadata"]["name"]
 
         def act() -> int | None:
             owner = manifest["metadata"]["ownerReferences"][0]["uid"]
             job = next((j for j in self.world.jobs.values() if j["metadata"]["uid"] == owner), {})
-            if kind == "StatefulSet" and manifest["spec"].get("replicas") and st.is_finished(
-                job.get("status") or {}
+            if (
+                kind == "StatefulSet"
+                and manifest["spec"].get("replicas")
+                and st.is_finished(job.get("status") or {})
             ):
                 self.world.violations.append(f"{name} applied with pods for a finished job")
             if kind == "StatefulSet":
