@@ -28,18 +28,23 @@ def job_rules(group: str) -> list[dict[str, Any]]:
 
 # Everything but the TFJobs: the same whichever group is served.
 CHILD_RULES: list[dict[str, Any]] = [
-    # Server-side apply (a patch that may create); delete for a replica type the spec dropped.
+    # Server-side apply (a patch that may create); delete for a replica type the spec dropped;
+    # get: whose is one that a new job's create found there already.
     {
         "apiGroups": ["apps"],
         "resources": ["statefulsets"],
-        "verbs": [*WATCH, "create", "patch", "delete"],
+        "verbs": [*WATCH, "get", "create", "patch", "delete"],
     },
-    {"apiGroups": [""], "resources": ["services"], "verbs": [*WATCH, "create", "patch", "delete"]},
+    {
+        "apiGroups": [""],
+        "resources": ["services"],
+        "verbs": [*WATCH, "get", "create", "patch", "delete"],
+    },
     # The job's TensorBoard (spec.tensorboard): applied, and deleted when it leaves the spec.
     {
         "apiGroups": ["apps"],
         "resources": ["deployments"],
-        "verbs": [*WATCH, "create", "patch", "delete"],
+        "verbs": [*WATCH, "get", "create", "patch", "delete"],
     },
     # Checkpoint claims are created once, never changed.
     {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": [*WATCH, "create"]},

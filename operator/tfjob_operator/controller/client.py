@@ -21,7 +21,7 @@ from tfjob_operator.api.spec import GROUP, GROUPS, PLURAL, VERSION
 from tfjob_operator.controller import ownership
 from tfjob_operator.controller.ratelimit import MAX_RETRIES, TokenBucket, retry_after
 from tfjob_operator.controller.rest import APPLY, JSON, JSON_PATCH, MERGE, Rest, path
-from tfjob_operator.rules import kubeflow, kueue, naming
+from tfjob_operator.rules import kubeflow, kueue, lineage, naming
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +87,8 @@ LEASE_WRITES = {
 # Reads besides the watches: a StatefulSet's FailedCreate events, only while it lacks pods;
 # pods and Services another controller made for a job whose status is not ours.
 READS = {("", "events", "list"), ("", "pods", "list"), ("", "services", "list")}
+# ... and a child that a new job's create found there already, to see whose it is (`InTheWay`).
+READS |= {("", "services", "get"), ("apps", "statefulsets", "get"), ("apps", "deployments", "get")}
 # Without leader election every request still says it is the operator's (the audit log shows
 # the user agent); with it, the agent names the replica (`LeaderElector.user_agent`).
 STANDALONE_AGENT = "tfjob-operator/standalone"
@@ -136,6 +138,11 @@ class PoliteApiClient(kubernetes.client.ApiClient):
 class MissingAPI(Exception):
     """A kind the operator was told to use does not exist on this cluster: a setup error that
     heals once it is installed."""
+
+
+class InTheWay(Exception):
+    """A child's name is taken by an object that no TFJob controls: never taken over (nor,
+    with an owner reference added, deleted with the job); the user removes or renames it."""
 
 
 class NotLeader(Exception):
@@ -204,12 +211,29 @@ class Kube:
             self._apply_pod_group(manifest)
             return None
         data = self._create(manifest) if fresh else None
+        if fresh and data is None:
+            self._check_whose(manifest)
         if data is None:
             data = self._apply_owned(manifest) if changed else self._apply_with_strategy(manifest)
         if manifest["kind"] != "StatefulSet" or not data:
             return None
         generation = json.loads(data).get("metadata", {}).get("generation")
         return int(generation) if generation is not None else None
+
+    def _check_whose(self, manifest: dict[str, Any]) -> None:
+        """A new job's child exists already: applied over only when the job controls it (the
+        create was cut short), or another TFJob does (the API server refuses the apply: an
+        earlier job of the name, which the garbage collector deletes)."""
+        data = self._send("GET", child_path(manifest), unless=(404,))
+        found = json.loads(data).get("metadata", {}) if data else {}
+        if not data or lineage.controller_uid(found):
+            return
+        meta = manifest["metadata"]
+        raise InTheWay(
+            f"{manifest['kind']} {meta['namespace']}/{meta['name']} exists and no TFJob "
+            "controls it (made by someone else, or left by kubectl delete --cascade=orphan); "
+            "the operator does not take it over: delete or rename it"
+        )
 
     def _create(self, manifest: dict[str, Any], strict: bool = True) -> bytes | None:
         """Create a child; None when it exists already. A field the API does not know is

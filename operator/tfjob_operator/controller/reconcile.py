@@ -35,7 +35,7 @@ from tfjob_operator.controller.apply import (
     restart_pods,
     write_status,
 )
-from tfjob_operator.controller.client import Kube, MissingAPI, NotLeader
+from tfjob_operator.controller.client import InTheWay, Kube, MissingAPI, NotLeader
 from tfjob_operator.controller.failedcreates import FailedCreates
 from tfjob_operator.controller.jobstate import Failing, JobKey, JobState
 from tfjob_operator.controller.projections import unpacked
@@ -250,7 +250,7 @@ class Reconciler:
             except NotLeader:
                 log.info("%s/%s: reconcile stopped: the leader Lease is not ours", *key)
                 return None
-            except MissingAPI as e:
+            except (MissingAPI, InTheWay) as e:
                 # Nothing to retry quickly, nothing to wait for: say it now, and look again.
                 metrics.RECONCILES.labels("error").inc()
                 await self._persisting(key, str(e), at_once=True)
@@ -335,11 +335,14 @@ class Reconciler:
             return None
         children = self._children(key, body)
         if children.earlier_sets:
-            log.info(
-                "%s/%s: waiting until %s, of an earlier TFJob of this name, is deleted",
-                *key,
-                ", ".join(children.earlier_sets),
+            # Said in the job's status once it lasts: the garbage collector deletes an earlier
+            # job's children in seconds, but never those orphaned on purpose.
+            message = (
+                f"StatefulSet {', '.join(children.earlier_sets)} is not this TFJob's (an earlier "
+                "TFJob of this name's, being deleted, or orphaned: then delete it)"
             )
+            log.info("%s/%s: waiting: %s", *key, message)
+            await self._persisting(key, message)
             return EARLIER_WAIT_SECONDS  # its deletion wakes the job too
         observed, sets = children.pods, children.sets
         view, now = self._view(key, body), datetime.now(UTC)

@@ -50,9 +50,12 @@ def own(job_uid: str, sets: Sequence[S], pods: Sequence[P]) -> Lineage[S, P]:
     """Split what is seen under the job's name: a StatefulSet is the job's when the job
     controls it; a pod, when one of the job's StatefulSets does. A pod whose StatefulSet is
     not seen yet waits for it, as one of the earlier job's does for good. A child with no
-    controlling owner (orphaned on purpose) is the job's, as it was before."""
-    mine = [s for s in sets if s.owner in ("", job_uid)]
-    earlier = sorted(s.name for s in sets if s.owner not in ("", job_uid))
+    controlling owner (orphaned on purpose, `kubectl delete --cascade=orphan`) is no job's:
+    adopted, its pods' exits would decide the new job (an old chief's exit 0, a success at
+    once)."""
+    mine = [s for s in sets if s.owner == job_uid]
+    earlier = sorted(s.name for s in sets if s.owner != job_uid)
     set_uids = {s.uid for s in mine}
+    # A pod of no StatefulSet: the job's StatefulSet controller adopts it, as Kubernetes' does.
     pods_kept = [p for p in pods if p.owner == "" or p.owner in set_uids]
     return Lineage(mine, pods_kept, earlier)

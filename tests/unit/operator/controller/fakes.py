@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from dataclasses import replace
 from typing import Any
 
 from tfjob_operator.api.spec import GROUP, ReplicaType
@@ -165,7 +166,12 @@ class Cluster:
         return sts
 
     def reconcile(self, key: JobKey, *, deliver: bool = True) -> float | None:
-        """One reconcile; then, unless told otherwise, the watch delivers what it wrote."""
+        """One reconcile; then, unless told otherwise, the watch delivers what it wrote. The
+        StatefulSets a test names with no owner are the job's (the operator made them)."""
+        stored = self.kube.stored.get(key)
+        if stored is not None and key in self.sets:
+            uid = stored["metadata"]["uid"]
+            self.sets[key] = [s if s.owner else replace(s, owner=uid) for s in self.sets[key]]
         delay = self.loop.run_until_complete(self.reconciler(key))
         if deliver and key in self.kube.stored:
             self.deliver(key)

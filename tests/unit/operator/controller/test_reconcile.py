@@ -619,3 +619,25 @@ def test_after_a_start_a_statefulset_built_otherwise_is_owned_as_applied(cluster
     cluster.reconcile(key)
     # The worker's Service, then its StatefulSet.
     assert cluster.kube.how == [("mnist-worker", False, False), ("mnist-worker", False, edited)]
+
+
+def test_a_statefulset_no_tfjob_controls_is_not_adopted_and_is_said_once_it_lasts(cluster):
+    """`kubectl delete tfjob --cascade=orphan`, then the job made again: the orphaned
+    StatefulSet is in the way, not the job's (its old chief's exit 0 would end the new job at
+    once); once that lasts, the job's status and a Warning say so."""
+    key = cluster.create("mnist", replicas={"Worker": 1})
+    orphan = StatefulSetObservation("mnist-worker", "sts-old", 1, owner="")
+    cluster.sets[key] = [orphan]
+    done = pod("mnist", "worker", 0, state="terminated", exit_code=0)
+    done["metadata"]["ownerReferences"] = [{"uid": "sts-old", "controller": True}]
+    cluster.pods[key] = [observe(done)]
+    for _ in range(PERSISTENT_ATTEMPTS):
+        # A test's StatefulSet with no owner is taken for the job's: this one is no one's.
+        cluster.loop.run_until_complete(cluster.reconciler(key))
+        cluster.deliver(key)
+    assert cluster.calls("apply") == [] and cluster.calls("delete_pod") == []
+    status = cluster.status(key)
+    assert st.state(status) != "Succeeded"
+    error = next(c for c in status["conditions"] if c["type"] == st.Cond.RECONCILE_ERROR)
+    assert "StatefulSet mnist-worker is not this TFJob's" in error["message"]
+    assert cluster.reasons().count(st.Reason.RECONCILE_ERROR) == 1

@@ -57,11 +57,19 @@ def pod(name: str, owner: str) -> PodObservation:
         ),
         pytest.param(
             [sts("m-chief", "s2", "")],
+            [pod("m-chief-0", "s2")],
+            [],
+            [],
+            ["m-chief"],
+            id="orphaned on purpose (--cascade=orphan): in the way, its pods' exits not the job's",
+        ),
+        pytest.param(
+            [sts("m-chief", "s2", JOB)],
             [pod("m-chief-0", ""), pod("m-chief-1", "s2")],
             ["s2"],
             ["m-chief-0", "m-chief-1"],
             [],
-            id="orphaned on purpose: the job's, as before",
+            id="a pod of no StatefulSet: its StatefulSet's controller adopts it",
         ),
         pytest.param(
             [],
