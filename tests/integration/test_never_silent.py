@@ -179,14 +179,43 @@ def test_wrong_shapes_are_invalid_specs_that_name_the_field(job, name, change, m
 # --- 4. too big ----------------------------------------------------------------------------------
 
 
-def test_children_larger_than_the_api_server_takes_fail_the_job(job):
-    # 50000 workers make a TF_CONFIG of over 3 MB in every StatefulSet's template: more than
-    # the API server takes in one request. The TFJob itself stays small.
-    name, message = invalid(
-        job, tfjob(name="huge", replicas={"PS": 1, "Worker": 50000}), "Kubernetes refused a child"
+def test_a_million_replicas_are_refused_by_the_schema(job):
+    # Before the operator spends any memory on them (it read such a job for 10 s and 1.9 GB).
+    with pytest.raises(kubernetes.client.ApiException) as refused:
+        job.create(tfjob(name="million", replicas={"PS": 1, "Worker": 10**6}))
+    assert refused.value.status == 422
+    assert "less than or equal to 10000" in refused.value.body
+
+
+def test_a_tf_config_no_container_could_start_with_fails_the_job(job):
+    # 5000 workers' addresses make a TF_CONFIG over Linux's 128 KiB bound on one environment
+    # string: the containers could never start. Said before anything is rendered.
+    name, _ = invalid(
+        job, tfjob(name="huge", replicas={"PS": 1, "Worker": 5000}), "5001 tasks make a TF_CONFIG"
     )
-    assert "too large" in message
     assert job.statefulsets(name) == {}
+
+
+def test_a_child_someone_else_made_is_not_taken_over_and_is_said(job, core):
+    # A user's own Service under the name the job's would have: left as it is (an owner
+    # reference added to it would have it deleted with the TFJob), and the job says why.
+    service = {
+        "metadata": {"name": "taken-worker", "labels": {"team": "mine"}},
+        "spec": {"ports": [{"port": 80}], "selector": {"app": "mine"}},
+    }
+    core.create_namespaced_service(job.ns, service)
+    name = job.create(tfjob(name="taken", replicas={"Worker": 1}))
+    cond = job.wait_condition(name, "ReconcileError")
+    assert cond["status"] == "True" and "does not take it over" in cond["message"], cond
+    assert "Service " + job.ns + "/taken-worker" in cond["message"]
+    (warning,) = job.wait_event(name, "ReconcileError")
+    assert warning[0] == "Warning"
+    theirs = core.read_namespaced_service("taken-worker", job.ns)
+    assert not theirs.metadata.owner_references and theirs.metadata.labels == {"team": "mine"}
+    assert [p.port for p in theirs.spec.ports] == [80]
+    core.delete_namespaced_service("taken-worker", job.ns)
+    job.kubectl("annotate", "tfj", name, "-n", job.ns, "nudge=1")  # or wait for the backoff
+    job.wait_pods(name, 1)
 
 
 def test_a_field_this_cluster_does_not_know_fails_the_job_with_the_servers_words(job, api):

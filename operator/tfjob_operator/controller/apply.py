@@ -63,14 +63,17 @@ def apply_children(
     children: list[dict[str, Any]],
     fresh: bool = False,
     changed: Collection[tuple[str, str]] = (),
+    check: Collection[tuple[str, str]] = (),
 ) -> dict[str, int]:
     """Server-side apply each child (in a thread: the client blocks); each StatefulSet's
     generation as applied, by name. A `fresh` job's children are created; the `changed` ones,
-    by (kind, name), owned as applied first (`Kube.apply`)."""
+    by (kind, name), owned as applied first; the ones to `check` looked at first, to take
+    over none that no TFJob controls (`Kube.apply`)."""
     generations = {}
     for child in children:
         name = child["metadata"]["name"]
-        generation = kube.apply(child, fresh, (child["kind"], name) in changed)
+        at = (child["kind"], name)
+        generation = kube.apply(child, fresh, at in changed, at in check)
         if generation is not None:
             generations[name] = generation
     return generations

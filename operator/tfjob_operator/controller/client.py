@@ -195,13 +195,18 @@ class Kube:
             return None
 
     def apply(
-        self, manifest: dict[str, Any], fresh: bool = False, changed: bool = True
+        self,
+        manifest: dict[str, Any],
+        fresh: bool = False,
+        changed: bool = True,
+        check: bool = False,
     ) -> int | None:
         """Server-side apply one child; creates it when missing. A StatefulSet's generation
         as applied (None for other kinds). A `fresh` job's child is likely missing: it is
         created (one step less for the API server), and applied if it exists after all. A
         `changed` child's fields as created become the apply's first (`_apply_owned`); the
-        same child applied again (after a restart) is only applied."""
+        same child applied again (after a restart) is only applied. A child to `check` is
+        applied over only if it is missing or a TFJob controls it (`_check_whose`)."""
         self._fence()
         if manifest["kind"] == "PersistentVolumeClaim":
             # Created once and never changed: a claim's spec is immutable once bound.
@@ -211,7 +216,7 @@ class Kube:
             self._apply_pod_group(manifest)
             return None
         data = self._create(manifest) if fresh else None
-        if fresh and data is None:
+        if check and data is None:
             self._check_whose(manifest)
         if data is None:
             data = self._apply_owned(manifest) if changed else self._apply_with_strategy(manifest)
@@ -221,9 +226,9 @@ class Kube:
         return int(generation) if generation is not None else None
 
     def _check_whose(self, manifest: dict[str, Any]) -> None:
-        """A new job's child exists already: applied over only when the job controls it (the
-        create was cut short), or another TFJob does (the API server refuses the apply: an
-        earlier job of the name, which the garbage collector deletes)."""
+        """A child not known to be the job's may be applied over when it is missing, the job
+        controls it, or another TFJob does (the API server then refuses the apply: an earlier
+        job of the name, which the garbage collector deletes); never one no TFJob controls."""
         data = self._send("GET", child_path(manifest), unless=(404,))
         found = json.loads(data).get("metadata", {}) if data else {}
         if not data or lineage.controller_uid(found):

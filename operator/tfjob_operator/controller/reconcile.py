@@ -442,10 +442,18 @@ class Reconciler:
             if job.applied is not None
             else edited_meanwhile(decision.children, seen)
         )
+        # Children this process has not applied yet, but for the StatefulSets seen as the
+        # job's: whose they are is looked at before they are applied over.
+        ours = {("StatefulSet", s.name) for s in seen}
+        check = (
+            {(c["kind"], c["metadata"]["name"]) for c in decision.children} - ours
+            if job.applied is None
+            else set()
+        )
         try:
             with self.children_first.applying():
                 job.generations = await asyncio.to_thread(
-                    apply_children, self.kube, decision.children, fresh, changed
+                    apply_children, self.kube, decision.children, fresh, changed, check
                 )
         except kubernetes.client.ApiException as e:
             if not is_terminal(e):

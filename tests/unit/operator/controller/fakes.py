@@ -67,7 +67,11 @@ class FakeKube:
         return self.leading.pop(0) if self.leading else True
 
     def apply(
-        self, manifest: dict[str, Any], fresh: bool = False, changed: bool = True
+        self,
+        manifest: dict[str, Any],
+        fresh: bool = False,
+        changed: bool = True,
+        check: bool = False,
     ) -> int | None:
         name = manifest["metadata"]["name"]
         self._call("apply", manifest["kind"], name)

@@ -374,7 +374,11 @@ class SimKube:
 
     # -- children
     def apply(
-        self, manifest: dict[str, Any], fresh: bool = False, changed: bool = True
+        self,
+        manifest: dict[str, Any],
+        fresh: bool = False,
+        changed: bool = True,
+        check: bool = False,
     ) -> int | None:
         kind, name = manifest["kind"], manifest["metadata"]["name"]
 
