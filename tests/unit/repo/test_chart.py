@@ -572,6 +572,25 @@ ADDON_ACCESS = {
 }  # fmt: skip
 
 
+def test_katibs_grant_follows_watch_namespaces(helm):
+    """Watching some namespaces, Katib's account may make TFJobs in those only: a RoleBinding
+    in each, no ClusterRoleBinding (that would let it run pods in every namespace)."""
+    name = f"{FULLNAME}-katib"
+    docs = template(helm, {"katib": {"enabled": True}, "watchNamespaces": ["team-a", "team-b"]})
+    assert find(docs, "ClusterRoleBinding", name) == []
+    bindings = [d for d in docs if d["kind"] == "RoleBinding" and d["metadata"]["name"] == name]
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
+    for b in bindings:
+        assert b["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": name,
+        }
+        assert b["subjects"] == [
+            {"kind": "ServiceAccount", "name": "katib-controller", "namespace": "kubeflow"}
+        ]
+
+
 @pytest.mark.parametrize("addon", ADDON_ACCESS)
 @pytest.mark.parametrize("account", [{}, {"serviceAccount": {"name": "sa", "namespace": "ns"}}])
 def test_an_addons_own_account_gets_its_access_only_when_enabled(helm, renders, addon, account):
