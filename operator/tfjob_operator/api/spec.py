@@ -255,7 +255,7 @@ class RunPolicy(_Model):
 
 
 class CheckpointStorage(_Model):
-    """A PersistentVolumeClaim the operator creates for the job and owns."""
+    """A PersistentVolumeClaim the operator creates for the job (and owns, unless retained)."""
 
     size: str = Field(
         ...,
@@ -271,6 +271,16 @@ class CheckpointStorage(_Model):
         description=(
             "Access modes of the claim. Default: [ReadWriteOnce]; use ReadWriteMany when pods "
             "of the job run on several nodes."
+        ),
+    )
+    when_deleted: Literal["Delete", "Retain"] = Field(
+        "Delete",
+        alias="whenDeleted",
+        description=(
+            "What becomes of the claim when the TFJob is deleted, as a StatefulSet's "
+            "persistentVolumeClaimRetentionPolicy says it: Delete (the claim is owned by the "
+            "TFJob) or Retain (it is not, and a TFJob made again under the same name mounts "
+            "it, checkpoints and all). Read when the claim is made. Default: Delete."
         ),
     )
 
@@ -296,7 +306,10 @@ class CheckpointSpec(_Model):
     )
     storage: CheckpointStorage | None = Field(
         None,
-        description="Create a PersistentVolumeClaim <job>-checkpoints owned by the TFJob.",
+        description=(
+            "Create a PersistentVolumeClaim <job>-checkpoints, owned by the TFJob unless "
+            "whenDeleted is Retain."
+        ),
     )
     mount_path: str = Field(
         DEFAULT_CHECKPOINT_MOUNT,

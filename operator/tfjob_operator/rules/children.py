@@ -304,10 +304,13 @@ def checkpoint_claim(job: JobRef, spec: TFJobSpec) -> Manifest | None:
     }
     if storage.storage_class_name is not None:
         claim_spec["storageClassName"] = storage.storage_class_name
+    meta = _metadata(job, naming.checkpoint_claim_name(job.name), None)
+    if storage.when_deleted == "Retain":
+        del meta["ownerReferences"]  # the garbage collector leaves it
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": _metadata(job, naming.checkpoint_claim_name(job.name), None),
+        "metadata": meta,
         "spec": claim_spec,
     }
 

@@ -24,6 +24,8 @@ class Cond:
     RECONCILE_ERROR = "ReconcileError"
     # Another controller's pods or Services already run the job; False once they are gone.
     STARTED_ELSEWHERE = "StartedElsewhere"
+    # An edit made a running job's spec invalid: it runs on as before; False once fixed.
+    SPEC_REJECTED = "SpecRejected"
 
 
 class Reason:
@@ -35,6 +37,8 @@ class Reason:
     SUSPENDED = "TFJobSuspended"
     RESUMED = "TFJobResumed"
     INVALID_SPEC = "InvalidSpec"
+    INVALID_EDIT = "InvalidEdit"
+    SPEC_ACCEPTED = "SpecAccepted"
     BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
     DEADLINE_EXCEEDED = "DeadlineExceeded"
     POD_WAITING = "PodWaiting"  # an Event only: a pod cannot start (bad image, no node fits)
@@ -59,6 +63,7 @@ WARNING_REASONS = {
     Reason.RESTARTING,
     Reason.FAILED,
     Reason.INVALID_SPEC,
+    Reason.INVALID_EDIT,
     Reason.BACKOFF_LIMIT_EXCEEDED,
     Reason.DEADLINE_EXCEEDED,
     Reason.RECONCILE_ERROR,
@@ -66,7 +71,13 @@ WARNING_REASONS = {
     Reason.EVICTED,
 }
 # Conditions whose turning False is news too: a resume, a reconcile that heals.
-ANNOUNCED_WHEN_FALSE = {Reason.RESUMED, Reason.RECONCILED, Reason.HANDED_OVER, Reason.ADMITTED}
+ANNOUNCED_WHEN_FALSE = {
+    Reason.RESUMED,
+    Reason.RECONCILED,
+    Reason.HANDED_OVER,
+    Reason.ADMITTED,
+    Reason.SPEC_ACCEPTED,
+}
 
 
 def timestamp(now: datetime) -> str:

@@ -132,9 +132,14 @@ def decide(
     generation, news = _generation_news(job, status, was_finished, name, seen.gang)
     if generation is not None:
         status["observedGeneration"] = generation
+    if job.spec is None and not was_finished and "replicaStatuses" in job.status:
+        decision = _decide_held(job, status, now, name)
+        decision.events = news + decision.events
+        return decision  # nothing of it goes: it is not finished
     if job.spec is None:
         decision = _decide_invalid(job, status, was_finished, now)
     else:
+        _accepted(status, now, name)
         decision = _decide_valid(job, job.spec, status, seen, name)
     decision.events = news + decision.events
     cleanup = after_finish(status, job.run_policy, seen.statefulsets, now, observed)
@@ -206,6 +211,36 @@ def _generation_news(
     return job.generation, [
         ("Warning", st.Reason.SPEC_ADJUSTED, w) for w in (*job.warnings, *unused)
     ]
+
+
+def _decide_held(job: JobView, status: st.Status, now: datetime, name: str) -> Decision:
+    """An edit made a job that ran a valid spec invalid: nothing of it is destroyed. Its
+    children stay as last applied, its pods run on, and its status says why until another
+    edit makes the spec valid again (then the job goes on with it)."""
+    st.set_condition(
+        status,
+        st.Cond.SPEC_REJECTED,
+        True,
+        st.Reason.INVALID_EDIT,
+        f"The last edit of TFJob {name} is invalid, and is not applied: "
+        + "; ".join(job.problems)
+        + ". The job runs on as before the edit; fix the spec with another edit.",
+        now,
+    )
+    return finish(job.status, status)
+
+
+def _accepted(status: st.Status, now: datetime, name: str) -> None:
+    """A spec valid again after an invalid edit: said once."""
+    if st.is_true(status, st.Cond.SPEC_REJECTED):
+        st.set_condition(
+            status,
+            st.Cond.SPEC_REJECTED,
+            False,
+            st.Reason.SPEC_ACCEPTED,
+            f"The spec of TFJob {name} is valid again, and applied.",
+            now,
+        )
 
 
 def _decide_invalid(job: JobView, status: st.Status, was_finished: bool, now: datetime) -> Decision:

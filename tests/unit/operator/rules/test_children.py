@@ -213,6 +213,20 @@ def test_checkpoint_volume_goes_to_every_training_replica_but_not_ps(checkpoint,
             ]
 
 
+@pytest.mark.parametrize(
+    ("when_deleted", "owners"), [(None, [OWNER]), ("Delete", [OWNER]), ("Retain", None)]
+)
+def test_a_retained_claim_is_not_owned_by_the_tfjob(when_deleted, owners):
+    """whenDeleted: Retain, as a StatefulSet's persistentVolumeClaimRetentionPolicy: the
+    garbage collector leaves the claim when the TFJob goes (`kubectl replace --force`), and
+    the TFJob made again under its name mounts it, checkpoints and all."""
+    storage = {"size": "1Gi", **({"whenDeleted": when_deleted} if when_deleted else {})}
+    objs = children(tfjob(replicas={"Worker": 1}, checkpoint={"storage": storage}))
+    pvc = by("PersistentVolumeClaim", objs)["mnist-checkpoints"]
+    assert pvc["metadata"].get("ownerReferences") == owners
+    assert pvc["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "tfjob-operator"
+
+
 def test_scaled_down_keeps_everything_but_the_pods():
     body = tfjob(replicas={"PS": 1, "Worker": 2})
     up, down = children(body), children(body, scaled_down=True)

@@ -106,6 +106,17 @@ SCENARIOS = [
         edits={2: _env("PS", "1")},
         ticks=14,
     ),
+    # A typo in an edit of a running job, fixed by the next edit: nothing of it goes.
+    Scenario(
+        "invalid-edit-then-fixed",
+        _job(PS_CHIEF),
+        {("chief", 0): exits(0, after=7)},
+        edits={
+            2: _set("tfReplicaSpecs.Chief.replicas", 2),  # at most 1 Chief
+            4: _set("tfReplicaSpecs.Chief.replicas", 1),
+        },
+        ticks=14,
+    ),
     # The TFJob goes as soon as it has finished (ttlSecondsAfterFinished: 0).
     Scenario(
         "ttl-after-finish",

@@ -458,29 +458,44 @@ def test_a_replica_type_removed_from_the_spec_loses_its_children():
     assert run.step().delete_children == []
 
 
-def test_a_running_job_edited_into_an_invalid_spec_fails_and_scales_down():
+def test_a_running_job_edited_into_an_invalid_spec_runs_on_and_an_edit_fixes_it():
+    """A typo in an edit destroys nothing: the children stay as last applied (nothing applied,
+    scaled down or deleted), the pods run on, the status and a Warning say why; the next
+    valid edit is applied, and the job goes on."""
     body = tfjob(replicas={"PS": 1, "Worker": 1}, run_policy={"ttlSecondsAfterFinished": 60})
     run = Run(body)
-    run.step(*running("mnist", {"PS": 1, "Worker": 1}))
+    up = running("mnist", {"PS": 1, "Worker": 1})
+    run.step(*up)
+    before = run.replicas("StatefulSet")
     body["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"] = {"x": {}}
-    d = run.step()
-    cond = st.find(run.status, "Failed")
-    assert cond["reason"] == "InvalidSpec"
+    d = run.step(*up)
+    assert run.state() == st.Cond.SPEC_REJECTED, "kubectl get tfj shows it"
+    assert st.is_true(run.status, st.Cond.RUNNING)
+    cond = st.find(run.status, st.Cond.SPEC_REJECTED)
+    assert cond["status"] == "True" and cond["reason"] == st.Reason.INVALID_EDIT
     assert "spec.tfReplicaSpecs.Worker.template.spec.containers: must be a list" in cond["message"]
-    assert "delete and re-create" in cond["message"]
-    assert sorted(d.scale_down) == ["mnist-ps", "mnist-worker"]
-    assert run.replicas("StatefulSet") == {"mnist-ps": 0, "mnist-worker": 0}
-    assert d.requeue_after == 60, "ttlSecondsAfterFinished holds for an invalid spec too"
-    assert run.step(after=61).delete_job
+    assert (d.children, d.scale_down, d.delete_children, d.restart_pods) == ([], [], [], [])
+    assert not d.delete_job and d.requeue_after is None
+    assert [e[:2] for e in d.events] == [("Warning", st.Reason.INVALID_EDIT)]
+    assert run.step(*up, after=120).events == [], "said once"
+
+    body["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"] = [
+        {"name": "tensorflow", "image": "python:3.11"}
+    ]
+    d = run.step(*up)
+    assert st.find(run.status, st.Cond.SPEC_REJECTED)["status"] == "False"
+    assert run.replicas("StatefulSet") == before and run.state() == "Running"
 
 
-def test_an_invalid_spec_keeps_its_pods_under_clean_pod_policy_none():
-    body = tfjob(replicas={"Worker": 1}, run_policy={"cleanPodPolicy": "None"})
-    run = Run(body)
-    run.step()
+def test_an_invalid_new_job_fails_and_honours_its_run_policy():
+    body = tfjob(replicas={"Worker": 1}, run_policy={"ttlSecondsAfterFinished": 60})
     body["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = "two"
+    run = Run(body)
     d = run.step()
     assert run.state() == "Failed" and d.scale_down == []
+    assert "delete and re-create" in st.find(run.status, "Failed")["message"]
+    assert d.requeue_after == 60, "ttlSecondsAfterFinished holds for an invalid spec too"
+    assert run.step(after=61).delete_job
 
 
 def test_an_edit_of_a_finished_job_is_answered_once():

@@ -166,6 +166,25 @@ def invalid() -> Outcome:
     return act(run, run.step)
 
 
+def edited_invalid() -> Outcome:
+    """A running job edited into an invalid spec: it runs on, and says why."""
+    body = tfjob(replicas={"Worker": 1})
+    run = Run(body)
+    run.step(pod("mnist", "worker", 0))
+    body["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = "two"
+    return act(run, lambda: run.step(pod("mnist", "worker", 0)))
+
+
+def edited_valid_again() -> Outcome:
+    body = tfjob(replicas={"Worker": 1})
+    run = Run(body)
+    run.step(pod("mnist", "worker", 0))
+    body["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = "two"
+    run.step(pod("mnist", "worker", 0))
+    body["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 1
+    return act(run, lambda: run.step(pod("mnist", "worker", 0)))
+
+
 def suspended() -> Outcome:
     """The user suspends a running job (no Kueue): its pods save and stop."""
     body = tfjob(replicas=SPEC)
@@ -478,6 +497,19 @@ CASES = [
         invalid,
         [(N, R.CREATED), (W, R.INVALID_SPEC)],
         ("Failed", "True", R.INVALID_SPEC),
+        None,
+    ),
+    row(
+        edited_invalid,
+        [(W, R.INVALID_EDIT)],
+        (st.Cond.SPEC_REJECTED, "True", R.INVALID_EDIT),
+        None,
+        says="runs on as before the edit",
+    ),
+    row(
+        edited_valid_again,
+        [(N, R.SPEC_ACCEPTED)],
+        (st.Cond.SPEC_REJECTED, "False", R.SPEC_ACCEPTED),
         None,
     ),
     row(
