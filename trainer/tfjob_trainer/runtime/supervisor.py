@@ -40,11 +40,15 @@ PR_SET_PDEATHSIG = 1
 
 def supervised(task: Callable[[], int]) -> int:
     """Run `task` in a child process under this process's supervision; in the child, the
-    task's return; in the parent, the task's exit status."""
+    task's return; in the parent, the task's exit status. SIGTERM is held (blocked, so it
+    stays pending) from here until the supervisor's handler is in place: PID 1 of a
+    container drops a signal it has no handler for, and a stop that came early was lost."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     saves_r, saves_w = os.pipe()
     pulse_r, pulse_w = os.pipe()
     pid = os.fork()
     if pid == 0:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)  # the task's own: SIGTERM ends it
         os.close(saves_r)
         os.close(pulse_r)
         parent_death_signal(signal.SIGKILL)  # the task goes with its supervisor
@@ -53,7 +57,7 @@ def supervised(task: Callable[[], int]) -> int:
         return task()
     os.close(saves_w)
     os.close(pulse_w)
-    return Supervisor(pid, saves_r, pulse_r).wait()
+    return Supervisor(pid, saves_r, pulse_r).wait(before)
 
 
 def parent_death_signal(sig: int) -> None:
@@ -69,13 +73,16 @@ class Supervisor:
         os.set_blocking(saves, False)
         self.frozen = FrozenTask(pid, pulse)
 
-    def wait(self) -> int:
-        """Until the task exits, forwarding SIGTERM; its exit status."""
+    def wait(self, mask: set[signal.Signals] | None = None) -> int:
+        """Until the task exits, forwarding SIGTERM; its exit status. `mask`: the signal mask
+        to restore once the handlers are in place (a SIGTERM held till then is taken)."""
         start_deaf(self.frozen)
         signal.signal(signal.SIGTERM, self._stop)
         # Ctrl-C reaches the task from the terminal itself (one process group).
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGALRM, self._kill)
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         _, status = os.waitpid(self.pid, 0)  # retried after each handler (PEP 475)
         if self.killed:
             print(
@@ -93,15 +100,23 @@ class Supervisor:
     def _stop(self, signum: int, frame: Any) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGTERM)
-        with contextlib.suppress(BlockingIOError):
-            self.task_saves = self.task_saves or bool(os.read(self.saves, 1))
-        if not self.task_saves:
+        if not self._saves():
             signal.setitimer(signal.ITIMER_REAL, LEAVE_SECS)
 
     def _kill(self, signum: int, frame: Any) -> None:
+        """LEAVE_SECS after SIGTERM: a task that has said meanwhile that it saves keeps its
+        grace period for its save; any other is killed."""
+        if self._saves():
+            return
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGKILL)
             self.killed = True
+
+    def _saves(self) -> bool:
+        """Whether the task has said that it saves on a stop (at any time until now)."""
+        with contextlib.suppress(BlockingIOError):
+            self.task_saves = self.task_saves or bool(os.read(self.saves, 1))
+        return self.task_saves
 
 
 HANDLED = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGALRM})
