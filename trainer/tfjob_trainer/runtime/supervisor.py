@@ -26,7 +26,7 @@ import select
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from . import stall
@@ -73,7 +73,7 @@ class Supervisor:
         os.set_blocking(saves, False)
         self.frozen = FrozenTask(pid, pulse)
 
-    def wait(self, mask: set[signal.Signals] | None = None) -> int:
+    def wait(self, mask: Iterable[int] | None = None) -> int:
         """Until the task exits, forwarding SIGTERM; its exit status. `mask`: the signal mask
         to restore once the handlers are in place (a SIGTERM held till then is taken)."""
         start_deaf(self.frozen)
