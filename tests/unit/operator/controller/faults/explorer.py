@@ -14,7 +14,7 @@ import asyncio
 import copy
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -210,8 +210,9 @@ def differences(expected: Outcome, got: Outcome) -> list[str]:
     return out
 
 
-def explore(scenario: Scenario, kinds: tuple[str, ...] = Fault.KINDS) -> tuple[int, list[str]]:
-    """Every fault at every call of the scenario's fault-free run: (cases run, differences)."""
+def explore(scenario: Scenario, kinds: Sequence[str] = Fault.KINDS) -> tuple[int, list[str]]:
+    """Every fault of `kinds` at every call of the scenario's fault-free run: (cases run,
+    differences)."""
     clean = run(scenario)
     found = [f"fault-free: {v}" for v in clean.outcome.violations]
     if clean.outcome.state != scenario.expect:

@@ -163,14 +163,15 @@ class StatefulSet:
         return hashlib.blake2b(template, digest_size=5).hexdigest()
 
     def body(self, namespace: str) -> dict[str, Any]:
-        body = copy.deepcopy(self.manifest)
-        body["metadata"].update(
-            namespace=namespace,
-            uid=self.uid,
-            generation=self.generation,
-        )
-        body["status"] = {"observedGeneration": self.generation, "updateRevision": self.revision}
-        return body
+        """As the watch shows it (the manifest's parts shared: the reader only reads)."""
+        meta = {
+            **self.manifest["metadata"],
+            "namespace": namespace,
+            "uid": self.uid,
+            "generation": self.generation,
+        }
+        status = {"observedGeneration": self.generation, "updateRevision": self.revision}
+        return {**self.manifest, "metadata": meta, "status": status}
 
 
 # A task's script: for its n-th start (from 0, over every pod it had), ticks to run and the
