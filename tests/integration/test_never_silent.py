@@ -330,14 +330,37 @@ def test_removing_a_replica_type_removes_its_children(job):
     )
 
 
-def test_a_running_job_edited_into_an_invalid_spec_fails_and_scales_down(job, kubelet):
+def test_a_running_job_edited_into_an_invalid_spec_runs_on_until_an_edit_fixes_it(job, kubelet):
+    """A typo in an edit destroys nothing: not applied, the StatefulSets stay as they were,
+    the pods run on, the job says why; the next valid edit is applied."""
     name = job.create(tfjob(name="broken", replicas={"PS": 1, "Worker": 1}))
     kubelet.run_all(job.wait_pods(name, 2))
     job.wait_state(name, "Running")
+
+    def uids() -> set[str]:
+        return {job.core.read_namespaced_pod(p, job.ns).metadata.uid for p in job.pods(name)}
+
+    pods = uids()
     patch(job, name, {"spec": {"tfReplicaSpecs": {"Worker": {"replicas": 0}}}})
-    cond = job.wait_condition(name, "Failed")
-    assert cond["reason"] == "InvalidSpec" and "could never finish" in cond["message"]
-    job.wait_replicas(name, {"broken-ps": 0, "broken-worker": 0})
+    cond = job.wait_condition(name, "SpecRejected")
+    assert cond["status"] == "True" and cond["reason"] == "InvalidEdit", cond
+    assert "could never finish" in cond["message"] and "runs on" in cond["message"]
+    (warning,) = job.wait_event(name, "InvalidEdit")
+    assert warning[0] == "Warning"
+    assert not job.condition(name, "Failed")
+    assert {n: s.spec.replicas for n, s in job.statefulsets(name).items()} == {
+        "broken-ps": 1,
+        "broken-worker": 1,
+    }
+    assert uids() == pods
+    patch(job, name, {"spec": {"tfReplicaSpecs": {"Worker": {"replicas": 1}}}})
+    wait_for(
+        lambda: job.condition(name, "SpecRejected")["status"] == "False",
+        CHILD_WAIT,
+        "SpecRejected to turn False",
+    )
+    job.wait_event(name, "SpecAccepted")
+    assert st.state(job.status(name)) == "Running"
 
 
 def test_state_after_a_resume_is_not_suspended(job, kubectl):

@@ -410,31 +410,3 @@ def test_children_kubernetes_refuses_fail_the_job_once(job):
         "annotation",
     )
     assert after["status"] == status and after["metadata"]["resourceVersion"] != rv
-
-
-def test_an_invalid_edit_of_a_running_job_destroys_nothing_and_another_edit_fixes_it(job, kubelet):
-    """A typo in an edit (a second Chief) is not applied: the StatefulSets stay as they were,
-    the pods run on, the job says why; the next edit is applied."""
-    name = job.create(tfjob(name="typo", replicas={"Chief": 1, "Worker": 1}))
-    kubelet.run_all(job.wait_pods(name, 2))
-    job.wait_state(name, "Running")
-    before = {n: s.spec.replicas for n, s in job.statefulsets(name).items()}
-    pods = {p.metadata.uid for p in job.pods(name)}
-    edit = [{"op": "replace", "path": "/spec/tfReplicaSpecs/Chief/replicas", "value": 2}]
-    job.kubectl("patch", job.resource, name, "-n", job.ns, "--type=json", "-p", json.dumps(edit))
-    cond = job.wait_condition(name, "SpecRejected")
-    assert cond["status"] == "True" and "at most 1 Chief" in cond["message"], cond
-    (warning,) = job.wait_event(name, "InvalidEdit")
-    assert warning[0] == "Warning"
-    assert not job.condition(name, "Failed")
-    assert {n: s.spec.replicas for n, s in job.statefulsets(name).items()} == before
-    assert {p.metadata.uid for p in job.pods(name)} == pods
-    edit[0]["value"] = 1
-    job.kubectl("patch", job.resource, name, "-n", job.ns, "--type=json", "-p", json.dumps(edit))
-    wait_for(
-        lambda: job.condition(name, "SpecRejected")["status"] == "False",
-        CHILD_WAIT,
-        "SpecRejected to turn False",
-    )
-    job.wait_event(name, "SpecAccepted")
-    assert st.state(job.status(name)) == "Running"
