@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 from dataclasses import replace
 from typing import Any
+
+import kubernetes
 
 from tfjob_operator.api.spec import GROUP, ReplicaType
 from tfjob_operator.controller.jobstate import JobKey
@@ -19,6 +22,13 @@ from tfjob_operator.rules.statefulsets import StatefulSetObservation
 from tfjob_testbed.core.jobs import pod, tfjob
 
 WORKER = ReplicaType.WORKER
+
+
+def api_error(status: int, message: str = "boom") -> kubernetes.client.ApiException:
+    """An API error as the kubernetes client raises it, with the server's message."""
+    e = kubernetes.client.ApiException(status=status, reason="Reason")
+    e.body = json.dumps({"kind": "Status", "message": message})
+    return e
 
 
 def merge(target: Any, patch: Any) -> Any:

@@ -13,13 +13,12 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
-import json
 import threading
 from typing import Any
 
-import kubernetes
 import pytest
 
+from tests.unit.operator.controller.fakes import api_error
 from tfjob_operator.controller import apply as apply_module
 from tfjob_operator.controller.apply import COUNTS_DELAY_SECONDS
 from tfjob_operator.controller.failedcreates import (
@@ -43,12 +42,6 @@ from tfjob_operator.rules.pods import observe
 from tfjob_operator.rules.statefulsets import StatefulSetObservation
 from tfjob_protocol import stop
 from tfjob_testbed.core.jobs import pod
-
-
-def api_error(status: int, message: str = "boom") -> kubernetes.client.ApiException:
-    e = kubernetes.client.ApiException(status=status, reason="Reason")
-    e.body = json.dumps({"kind": "Status", "message": message})
-    return e
 
 
 def test_an_index_behind_our_own_status_write_is_not_taken_for_a_new_state(cluster):

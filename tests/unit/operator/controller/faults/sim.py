@@ -18,9 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import kubernetes
 import urllib3
 
+from tests.unit.operator.controller.fakes import api_error, merge
 from tfjob_operator.api.spec import GROUP
 from tfjob_operator.controller.client import NotLeader
 from tfjob_operator.rules import naming
@@ -61,13 +61,13 @@ class Fault:
 
     def strike(self) -> tuple[bool, BaseException]:
         if self.kind == "500":
-            return False, _api_error(500, "Internal error: etcdserver: request timed out")
+            return False, api_error(500, "Internal error: etcdserver: request timed out")
         if self.kind == "409":
-            return False, _api_error(
+            return False, api_error(
                 409, "Operation cannot be fulfilled: the object has been modified"
             )
         if self.kind == "429":
-            e = _api_error(429, "Too many requests, please try again later.")
+            e = api_error(429, "Too many requests, please try again later.")
             e.headers = {"Retry-After": "1"}
             return False, e
         if self.kind == "timeout":
@@ -75,12 +75,6 @@ class Fault:
         if self.kind == "lease":
             return False, NotLeader("the leader Lease is held by another replica")
         return self.kind == "crash-after", Crash(self.kind)
-
-
-def _api_error(status: int, message: str) -> kubernetes.client.ApiException:
-    e = kubernetes.client.ApiException(status=status, reason="Reason")
-    e.body = json.dumps({"kind": "Status", "message": message})
-    return e
 
 
 @dataclass
@@ -350,8 +344,8 @@ class SimKube:
         def act() -> dict[str, Any]:
             stored = self.world.jobs.get(name)
             if stored is None:
-                raise _api_error(404, "not found")
-            stored["status"] = _merge(stored.get("status"), patch)
+                raise api_error(404, "not found")
+            stored["status"] = merge(stored.get("status"), patch)
             stored["metadata"]["resourceVersion"] = self.world.next_rv()
             return copy.deepcopy(stored)
 
@@ -360,7 +354,7 @@ class SimKube:
     def patch_job(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         def act() -> None:
             stored = self.world.jobs[name]
-            stored["metadata"] = _merge(stored["metadata"], patch["metadata"])
+            stored["metadata"] = merge(stored["metadata"], patch["metadata"])
             stored["metadata"]["resourceVersion"] = self.world.next_rv()
 
         self._call("patch_job", name, act)
@@ -453,16 +447,3 @@ class SimKube:
 
     def foreign_children(self, namespace: str, job: str, uid: str) -> list[str]:
         return self._call("foreign_children", job, list)
-
-
-def _merge(target: Any, patch: Any) -> Any:
-    """RFC 7386, as the API server applies a merge patch."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, dict) else {}
-    for k, v in patch.items():
-        if v is None:
-            out.pop(k, None)
-        else:
-            out[k] = _merge(out.get(k), v)
-    return out
