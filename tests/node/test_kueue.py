@@ -280,6 +280,10 @@ def test_borrowing_job_preempted_by_another_team_resumes_on_another_flavor(
     assert_not_taken_over(cluster, namespace, "queued")
 
     # Team B's job, of a higher priority, reclaims its quota: team A's pods stop.
+    first_uid = {
+        name: cluster.get("pod", f"queued-{name}-0", "-n", namespace)["metadata"]["uid"]
+        for name in ("chief", "worker")
+    }
     urgent = small("urgent", "team-b", cpu="450m")
     urgent["metadata"]["labels"][rules.PRIORITY_LABEL] = f"{namespace}-high"
     cluster.apply(urgent, namespace)
@@ -295,8 +299,17 @@ def test_borrowing_job_preempted_by_another_team_resumes_on_another_flavor(
     assert "reclaim" in preempted["message"].lower() or "cohort" in preempted["message"].lower()
 
     # Admitted again at once, on spot: the pods come back there, and resume from the checkpoint.
+    # The pods made again after the admission, not the ones it stopped, which may still be
+    # going (a parameter-server job's worker serves until its chief has left).
+    def made_again(task: str) -> dict[str, Any] | None:
+        found = cluster.get("pod", f"queued-{task}-0", "-n", namespace)  # {}: none yet
+        uid = found.get("metadata", {}).get("uid")
+        return found if uid not in (None, first_uid[task]) else None
+
+    wait_for(lambda: made_again("chief"), POD_WAIT, "the chief's new pod")
     second = follow(cluster, "queued-chief-0", namespace)
-    placed = cluster.get("pod", "queued-worker-0", "-n", namespace)["spec"]
+    worker = wait_for(lambda: made_again("worker"), POD_WAIT, "the worker's new pod")
+    placed = worker["spec"]
     assert placed["nodeSelector"] == bed["spot"]["nodeLabels"]
     assert TOLERATION in placed["tolerations"]
     again = wait_for(lambda: holds(cluster, namespace, "queued", "PodsReady"), POD_WAIT,
