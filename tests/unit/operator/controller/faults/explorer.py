@@ -88,7 +88,6 @@ class Operator:
         self.sets: dict[JobKey, list[Any]] = {}
         self.loop = asyncio.new_event_loop()
         self.violations: list[str] = []
-        self.restarted = 0
         self.start()
 
     def start(self) -> None:
@@ -128,14 +127,12 @@ class Operator:
             try:
                 self.loop.run_until_complete(self.reconciler(self.key))
             except Crash:
-                self.restarted += 1
                 self.start()
                 continue
             except Exception:
                 continue  # the work queue retries it
             if not self.kube.leading:  # the Lease is lost: the process exits, another leads
                 self.kube.leading = True
-                self.restarted += 1
                 self.start()
                 continue
             if not any(c[0] in WRITES for c in self.kube.calls[before:]):

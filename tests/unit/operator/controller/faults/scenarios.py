@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.unit.operator.controller.faults.explorer import Scenario
-from tests.unit.operator.controller.faults.sim import exits, runs
+from tests.unit.operator.controller.faults.sim import exits
 from tfjob_testbed.core.jobs import tfjob
 
 PS_CHIEF = {"PS": 1, "Chief": 1, "Worker": 2}
@@ -133,6 +133,3 @@ SCENARIOS = [
         ticks=14,
     ),
 ]
-
-# A task that never ends on its own, where a script is not given.
-__all__ = ["SCENARIOS", "runs"]

@@ -376,6 +376,10 @@ class SimKube:
         check: bool = False,
     ) -> int | None:
         kind, name = manifest["kind"], manifest["metadata"]["name"]
+        # Whose it is (`Kube._check_whose`): unless a fresh job's create made it.
+        exists = name in self.world.sets or name in self.world.services
+        if check and kind != "PersistentVolumeClaim" and (exists or not fresh):
+            self._call("get", f"{kind}/{name}", lambda: None)
 
         def act() -> int | None:
             owner = manifest["metadata"]["ownerReferences"][0]["uid"]
