@@ -25,6 +25,7 @@ from tfjob_operator.controller.jobstate import JobKey
 from tfjob_operator.controller.projections import job_record
 from tfjob_operator.controller.reconcile import Reconciler
 from tfjob_operator.rules import status as st
+from tfjob_operator.rules.kueue.queue import Queueing
 from tfjob_operator.rules.pods import observe
 from tfjob_operator.rules.statefulsets import observe_statefulset
 
@@ -36,8 +37,9 @@ UNSTABLE = re.compile(r"[Tt]ime$|^podUIDs$")
 
 @dataclass(frozen=True)
 class Scenario:
-    """A job's life: its TFJob, each task's script, and what the user does at which tick
-    (a change of the stored TFJob, or "remake": deleted and made again under its name)."""
+    """A job's life: its TFJob, each task's script, and what happens at which tick: a change
+    of the stored TFJob, "remake" (deleted and made again under its name), "lose <pod>"
+    (that pod's node stops answering) or "evict" (Kueue preempts the job's Workload)."""
 
     name: str
     job: dict[str, Any]
@@ -98,6 +100,7 @@ class Operator:
             pods=self.pods,
             statefulsets=self.sets,
             clock=lambda: float(self.world.rv),
+            queueing=Queueing(),
         )
 
     def close(self) -> None:
@@ -119,6 +122,11 @@ class Operator:
         for gone in self.world.gone:
             self.reconciler.pod_deleted(self.key, gone)
         self.world.gone.clear()
+        for wl in self.world.workloads.values():
+            self.reconciler.workload_seen(self.key, copy.deepcopy(wl), False)
+        for wl in self.world.workloads_gone:
+            self.reconciler.workload_seen(self.key, wl, True)
+        self.world.workloads_gone.clear()
 
     def settle(self) -> None:
         for _ in range(SETTLE_LIMIT):
@@ -162,6 +170,10 @@ def run(scenario: Scenario, fault: Fault | None = None) -> Run:
                 old = world.jobs.pop(name)
                 world.collect(old["metadata"]["uid"])
                 _create(world, scenario.job)
+            elif edit == "evict":
+                world.evict()
+            elif isinstance(edit, str):
+                world.lose(edit.removeprefix("lose "))
             elif edit is not None:
                 job = world.jobs[name]
                 edit(job["spec"])  # type: ignore[operator]

@@ -7,6 +7,7 @@ from typing import Any
 
 from tests.unit.operator.controller.faults.explorer import Scenario
 from tests.unit.operator.controller.faults.sim import exits
+from tfjob_operator.rules import kueue
 from tfjob_testbed.core.jobs import tfjob
 
 PS_CHIEF = {"PS": 1, "Chief": 1, "Worker": 2}
@@ -14,6 +15,11 @@ PS_CHIEF = {"PS": 1, "Chief": 1, "Worker": 2}
 
 def _job(replicas: dict[str, int], **kwargs: Any) -> dict[str, Any]:
     return tfjob("life", replicas=replicas, **kwargs)
+
+
+def _queued(job: dict[str, Any]) -> dict[str, Any]:
+    job["metadata"]["labels"] = {kueue.QUEUE_LABEL: "team-a"}
+    return job
 
 
 def _set(path: str, value: Any) -> Any:
@@ -115,6 +121,24 @@ SCENARIOS = [
             2: _set("tfReplicaSpecs.Chief.replicas", 2),  # at most 1 Chief
             4: _set("tfReplicaSpecs.Chief.replicas", 1),
         },
+        ticks=14,
+    ),
+    # Queued in Kueue, admitted, preempted while it runs (its pods stop, the quota is given
+    # back), admitted again; then the chief, back from its save, ends the job.
+    Scenario(
+        "kueue-evicts",
+        _queued(_job(PS_CHIEF)),
+        {("chief", 0): exits(0, after=5, then=lambda n: (3, 0))},
+        edits={3: "evict"},
+        ticks=16,
+    ),
+    # A worker's node stops answering: past nodeLostTimeoutSeconds its pod is deleted with no
+    # grace, counted as one failure restart, and made again; then the chief ends the job.
+    Scenario(
+        "node-lost",
+        _job(PS_CHIEF, restart_policy="OnFailure", run_policy={"nodeLostTimeoutSeconds": 60}),
+        {("chief", 0): exits(0, after=6)},
+        edits={2: "lose life-worker-1"},
         ticks=14,
     ),
     # The TFJob goes as soon as it has finished (ttlSecondsAfterFinished: 0).

@@ -40,6 +40,10 @@ WRITES = frozenset(
         "delete_pod",
         "force_delete_pod",
         "label_pod",
+        "create_workload",
+        "delete_workload",
+        "patch_workload",
+        "patch_workload_status",
     }
 )
 
@@ -102,6 +106,7 @@ class Pod:
     deleting: bool = False
     grace: int | None = None
     labels: dict[str, str] = field(default_factory=dict)
+    lost: bool = False  # its node stopped answering: the pod shows what its kubelet last said
 
     def body(self, namespace: str) -> dict[str, Any]:
         c = self.container
@@ -132,10 +137,16 @@ class Pod:
         if self.deleting:
             meta["deletionTimestamp"] = "2026-01-01T00:00:30Z"
             meta["deletionGracePeriodSeconds"] = self.grace if self.grace is not None else 30
+        status: dict[str, Any] = {"phase": "Running", "containerStatuses": [cs]}
+        if self.lost:
+            # As the node controller marks it, long enough ago that runPolicy's timeout has run.
+            status["conditions"] = [
+                {"type": "Ready", "status": "False", "lastTransitionTime": "2000-01-01T00:00:00Z"}
+            ]
         return {
             "metadata": meta,
-            "spec": {"containers": [{"name": "tensorflow", "image": "x"}]},
-            "status": {"phase": "Running", "containerStatuses": [cs]},
+            "spec": {"nodeName": "node-1", "containers": [{"name": "tensorflow", "image": "x"}]},
+            "status": status,
         }
 
 
@@ -168,6 +179,16 @@ class StatefulSet:
         return {**self.manifest, "metadata": meta, "status": status}
 
 
+def kueue_condition(kind: str, value: bool, reason: str) -> dict[str, Any]:
+    return {
+        "type": kind,
+        "status": "True" if value else "False",
+        "reason": reason,
+        "message": reason,
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+
+
 # A task's script: for its n-th start (from 0, over every pod it had), ticks to run and the
 # exit code (None ticks: until stopped).
 Script = Callable[[int], tuple[int | None, int]]
@@ -192,6 +213,7 @@ class World:
     sets: dict[str, StatefulSet] = field(default_factory=dict)
     services: dict[str, dict[str, Any]] = field(default_factory=dict)
     others: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    workloads: dict[str, dict[str, Any]] = field(default_factory=dict)
     pods: dict[str, Pod] = field(default_factory=dict)
     scripts: dict[tuple[str, int], Script] = field(default_factory=dict)
     # What happened to each task: starts (from step 0 or from a save), and the pods the
@@ -201,6 +223,7 @@ class World:
     saved: set[tuple[str, int]] = field(default_factory=set)
     deleted: list[tuple[str, int]] = field(default_factory=list)
     gone: list[dict[str, Any]] = field(default_factory=list)  # pods removed since last asked
+    workloads_gone: list[dict[str, Any]] = field(default_factory=list)
     # Rules broken on the way (a StatefulSet that wants pods applied for a finished job).
     violations: list[str] = field(default_factory=list)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
@@ -217,7 +240,8 @@ class World:
         """One step of Kubernetes: deleted pods go, StatefulSets make their missing pods,
         containers run, exit and start again."""
         for name, p in list(self.pods.items()):
-            if p.deleting:
+            # Only its kubelet ends a pod gracefully: a lost node's goes when forced.
+            if p.deleting and (not p.lost or p.grace == 0):
                 self._remove(name)
                 if p.task[0] == "ps":
                     self._lose_parameter_server()
@@ -232,6 +256,41 @@ class World:
                     self._stop(p)
         for p in self.pods.values():
             self._run(p)
+        for w in self.workloads.values():
+            self._admit(w)
+
+    def _admit(self, w: dict[str, Any]) -> None:
+        """Kueue's scheduler: an active Workload without a reservation gets one (every pod set
+        on flavor "default"), and a past eviction is marked over, as `SetQuotaReservation`
+        does."""
+        status = w.setdefault("status", {})
+        conditions = {c["type"]: c for c in status.get("conditions") or []}
+        if status.get("admission") or w["spec"].get("active") is False or "Finished" in conditions:
+            return
+        for kind in ("QuotaReserved", "Admitted"):
+            conditions[kind] = kueue_condition(kind, True, "QuotaReserved")
+        if "Evicted" in conditions:
+            conditions["Evicted"] = kueue_condition("Evicted", False, "QuotaReserved")
+        status["conditions"] = list(conditions.values())
+        status["admission"] = {
+            "clusterQueue": "cq",
+            "podSetAssignments": [
+                {"name": p["name"], "flavors": {"cpu": "default"}, "count": p["count"]}
+                for p in w["spec"]["podSets"]
+            ],
+        }
+        w["metadata"]["resourceVersion"] = self.next_rv()
+
+    def evict(self) -> None:
+        """Kueue preempts every admitted Workload (to fit another ClusterQueue's)."""
+        for w in self.workloads.values():
+            status = w.get("status") or {}
+            if not status.get("admission"):
+                continue
+            conditions = {c["type"]: c for c in status.get("conditions") or []}
+            conditions["Evicted"] = kueue_condition("Evicted", True, "Preempted")
+            status["conditions"] = list(conditions.values())
+            w["metadata"]["resourceVersion"] = self.next_rv()
 
     def _lose_parameter_server(self) -> None:
         """A parameter server gone: the chief's coordinator loses its variables and exits 1,
@@ -262,7 +321,7 @@ class World:
 
     def _run(self, p: Pod) -> None:
         c = p.container
-        if p.deleting:
+        if p.deleting or p.lost:
             return
         if c.code is not None:  # restarted by the kubelet
             c.last, c.code, c.message = (c.code, c.message), None, ""
@@ -282,9 +341,15 @@ class World:
             return
         p.deleting, p.grace = True, grace
         c = p.container
-        if c.code is None:
+        if c.code is None and not p.lost:  # a lost node's containers hear nothing
             c.code, c.message = stop.EXIT_STOPPED, stop.message(7)
             self.saved.add(p.task)
+
+    def lose(self, name: str) -> None:
+        """The node of pod `name` stops answering: its container is frozen running, as its
+        kubelet last reported it, and the pod goes only when deleted with no grace."""
+        p = self.pods[name]
+        p.lost = True
 
     def _remove(self, name: str) -> None:
         p = self.pods.pop(name)
@@ -309,6 +374,8 @@ class World:
         if not p.deleting:
             self.deleted.append(p.task)
         self._stop(p, grace)
+        if grace == 0:  # forced: the API server removes it at once, whatever its kubelet does
+            self._remove(name)
 
 
 @dataclass
@@ -444,6 +511,53 @@ class SimKube:
                 p.labels.update(labels)
 
         self._call("label_pod", name, act)
+
+    # -- Kueue
+    def workload_version(self) -> str:
+        return self._call("workload_version", "", lambda: "v1beta2")
+
+    def get_cluster_object(self, group: str, version: str, plural: str, name: str) -> Any:
+        flavor = {"metadata": {"name": name}, "spec": {}}
+        return self._call("get", f"{plural}/{name}", lambda: flavor)
+
+    def list_cluster_objects(self, group: str, version: str, plural: str) -> list[Any]:
+        return self._call("list", plural, list)
+
+    def create_workload(self, manifest: dict[str, Any]) -> None:
+        def act() -> None:
+            name = manifest["metadata"]["name"]
+            if name in self.world.workloads:
+                return  # 409: kept, as the client does
+            body = copy.deepcopy(manifest)
+            body["metadata"].update(uid=self.world.uid("wl"), resourceVersion=self.world.next_rv())
+            self.world.workloads[name] = body
+
+        self._call("create_workload", manifest["metadata"]["name"], act)
+
+    def delete_workload(self, version: str, namespace: str, name: str) -> None:
+        def act() -> None:
+            gone = self.world.workloads.pop(name, None)
+            if gone is not None:
+                self.world.workloads_gone.append(gone)
+
+        self._call("delete_workload", name, act)
+
+    def patch_workload(self, version: str, namespace: str, name: str, patch: Any) -> None:
+        self._call("patch_workload", name, lambda: self._patch_workload(name, patch))
+
+    def patch_workload_status(self, version: str, namespace: str, name: str, patch: Any) -> None:
+        self._call("patch_workload_status", name, lambda: self._patch_workload(name, patch))
+
+    def _patch_workload(self, name: str, patch: dict[str, Any]) -> None:
+        """A merge patch that names the resourceVersion it was computed from."""
+        stored = self.world.workloads.get(name)
+        if stored is None:
+            return  # gone meanwhile: the client needs none
+        rv = (patch.get("metadata") or {}).get("resourceVersion")
+        if rv is not None and rv != stored["metadata"]["resourceVersion"]:
+            raise api_error(409, "the object has been modified")
+        self.world.workloads[name] = merge(stored, patch)
+        self.world.workloads[name]["metadata"]["resourceVersion"] = self.world.next_rv()
 
     # -- reads
     def failed_creates(self, namespace: str) -> dict[tuple[str, str], str]:
