@@ -14,6 +14,8 @@ from tfjob_testbed.cluster import CHART, NAMESPACE, RELEASE, Cluster
 from tfjob_testbed.core.jobs import example
 from tfjob_testbed.core.kube import wait_for
 
+LEASE = "tfjob-operator-leader"  # the chart's: <release fullname>-leader
+LEASE_DURATION = 15.0  # the chart's default
 TRAIN_WAIT = 600  # a few hundred steps on 2 shared cores, plus TensorFlow's start-up
 POD_WAIT = 180
 # Small and quick, as docs/install.md's override suggests: digits data, few steps, frequent
@@ -265,3 +267,29 @@ def helm_operator(cluster: Cluster, *sets: str) -> None:
         "--wait", "--timeout", "5m",
     )  # fmt: skip
     cluster.kubectl("rollout", "status", "deployment", "--namespace", NAMESPACE, "--timeout=300s")
+
+
+def operator_pods(cluster: Cluster) -> list[str]:
+    """The names of the operator's pods that are not going away: neither being deleted nor
+    ended (a pod the kubelet evicted, under disk pressure say, stays as Succeeded or Failed
+    while its ReplicaSet runs a new one)."""
+    pods = cluster.get("pods", "-n", NAMESPACE)["items"]
+    return [
+        p["metadata"]["name"]
+        for p in pods
+        if not p["metadata"].get("deletionTimestamp")
+        and p.get("status", {}).get("phase") not in ("Succeeded", "Failed")
+    ]
+
+
+def lease(cluster: Cluster) -> dict:
+    return cluster.get("lease", LEASE, "-n", NAMESPACE).get("spec") or {}
+
+
+def lease_holder(cluster: Cluster) -> str:
+    """The identity in the Lease: `<pod>_<random>`, a new one for each process."""
+    return lease(cluster).get("holderIdentity") or ""
+
+
+def holder_pod(identity: str) -> str:
+    return identity.rsplit("_", 1)[0]

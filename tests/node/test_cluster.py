@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from tests.node.helpers import (
+    LEASE_DURATION,
     POD_WAIT,
     TRAIN_WAIT,
     assert_scaled_down,
@@ -30,10 +31,14 @@ from tests.node.helpers import (
     fast_job,
     follow,
     has_exited,
+    holder_pod,
     is_true,
     job_pods,
     leader,
+    lease,
+    lease_holder,
     newest_step,
+    operator_pods,
     pod,
     wait_ended,
 )
@@ -45,37 +50,9 @@ from tfjob_testbed.core.procs import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "manifests" / "examples"
-LEASE = "tfjob-operator-leader"  # the chart's: <release fullname>-leader
-LEASE_DURATION = 15.0  # the chart's default
 UNDISTURBED = [("Created", "True"), ("Running", "False"), ("Succeeded", "True")]
 
 pytestmark = pytest.mark.node
-
-
-def operator_pods(cluster: Cluster) -> list[str]:
-    """The names of the operator's pods that are not going away: neither being deleted nor
-    ended (a pod the kubelet evicted, under disk pressure say, stays as Succeeded or Failed
-    while its ReplicaSet runs a new one)."""
-    pods = cluster.get("pods", "-n", NAMESPACE)["items"]
-    return [
-        p["metadata"]["name"]
-        for p in pods
-        if not p["metadata"].get("deletionTimestamp")
-        and p.get("status", {}).get("phase") not in ("Succeeded", "Failed")
-    ]
-
-
-def lease(cluster: Cluster) -> dict:
-    return cluster.get("lease", LEASE, "-n", NAMESPACE).get("spec") or {}
-
-
-def lease_holder(cluster: Cluster) -> str:
-    """The identity in the Lease: `<pod>_<random>`, a new one for each process."""
-    return lease(cluster).get("holderIdentity") or ""
-
-
-def holder_pod(identity: str) -> str:
-    return identity.rsplit("_", 1)[0]
 
 
 def scrape(cluster: Cluster, pod_name: str) -> str:
