@@ -60,7 +60,7 @@ KILL_AFTER = (0.5, 12.0)
 BOTH = 0.3
 # Long enough that an edit made at step EDIT_AT meets a chief still training, however long the
 # operator is away (a Lease's duration and a pod's start).
-LONG = 6000
+LONG = 1500
 EDIT_AT = 100
 LIVES_AT_ONCE = 3
 
@@ -148,13 +148,8 @@ def _resized(name: str) -> dict[str, Any]:
     return job
 
 
+# The longest first, so that the short ones run beside them.
 LIVES = [
-    Life("ok", lambda n: _ps(n)),
-    Life("all", lambda n: _ps(n, cleanPodPolicy="All")),
-    Life("none", lambda n: _ps(n, cleanPodPolicy="None")),
-    Life("allw", _all_workers),
-    Life("fail", lambda n: _worker_exits(n, 3, "Never", 3), want="Failed", target=None),
-    Life("retry", lambda n: _worker_exits(n, 137, "ExitCode", 1), want="Failed", target=None),
     Life(
         "susp",
         lambda n: _ps(n, f"--steps={LONG}"),
@@ -163,9 +158,15 @@ LIVES = [
     ),
     Life("resize", _resized, _when_training(_one_worker), target=LONG),
     Life("psedit", lambda n: _ps(n, f"--steps={LONG}"), _when_training(_ps_edited), target=LONG),
+    Life("ok", lambda n: _ps(n)),
+    Life("all", lambda n: _ps(n, cleanPodPolicy="All")),
+    Life("none", lambda n: _ps(n, cleanPodPolicy="None")),
+    Life("allw", _all_workers),
+    Life("fail", lambda n: _worker_exits(n, 3, "Never", 3), want="Failed", target=None),
+    Life("retry", lambda n: _worker_exits(n, 137, "ExitCode", 1), want="Failed", target=None),
     Life("ttl", lambda n: _ps(n, ttlSecondsAfterFinished=0), want="Deleted"),
 ]
-SMOKE = [LIVES[0]]
+SMOKE = [LIVES[3]]
 
 
 @dataclass
@@ -254,7 +255,12 @@ def _live(cluster: Cluster, namespace: str, life: Life, name: str, runs: ChiefRu
             return _end(status) if life.want != "Deleted" else None
         return None
 
-    return wait_for(ended, TRAIN_WAIT, f"{name} ended ({life.want})", interval=0.5)
+    end = wait_for(ended, TRAIN_WAIT, f"{name} ended ({life.want})", interval=0.5)
+    if (job["spec"].get("runPolicy") or {}).get("cleanPodPolicy") == "None":
+        # Its pods run on as asked, the chief's container started again and again: not for the
+        # rest of the pass to share the node with.
+        cluster.kubectl("delete", "tfjob", name, "-n", namespace, "--wait=false")
+    return end
 
 
 def _pass(cluster: Cluster, namespace: str, lives: list[Life], prefix: str) -> dict[str, Any]:
@@ -367,6 +373,7 @@ def test_operator_killed_through_a_job_ends_it_as_its_twin(
     _twins(cluster, node, namespace, SMOKE)
 
 
+@pytest.mark.timeout(1800)
 def test_operator_killed_through_every_life_ends_each_as_its_twin(
     cluster: Cluster, node: Node, namespace: str
 ) -> None:
