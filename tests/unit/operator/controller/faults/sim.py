@@ -21,6 +21,7 @@ from typing import Any
 import urllib3
 
 from tests.unit.operator.controller.fakes import api_error, merge
+from tests.unit.operator.rules.kueue.played import cond
 from tfjob_operator.api.spec import GROUP
 from tfjob_operator.controller.client import NotLeader
 from tfjob_operator.rules import naming
@@ -179,16 +180,6 @@ class StatefulSet:
         return {**self.manifest, "metadata": meta, "status": status}
 
 
-def kueue_condition(kind: str, value: bool, reason: str) -> dict[str, Any]:
-    return {
-        "type": kind,
-        "status": "True" if value else "False",
-        "reason": reason,
-        "message": reason,
-        "lastTransitionTime": "2026-01-01T00:00:00Z",
-    }
-
-
 # A task's script: for its n-th start (from 0, over every pod it had), ticks to run and the
 # exit code (None ticks: until stopped).
 Script = Callable[[int], tuple[int | None, int]]
@@ -243,8 +234,6 @@ class World:
             # Only its kubelet ends a pod gracefully: a lost node's goes when forced.
             if p.deleting and (not p.lost or p.grace == 0):
                 self._remove(name)
-                if p.task[0] == "ps":
-                    self._lose_parameter_server()
         for s in self.sets.values():
             rt = s.manifest["spec"]["template"]["metadata"]["labels"][naming.LABEL_REPLICA_TYPE]
             for i in range(s.replicas):
@@ -268,9 +257,9 @@ class World:
         if status.get("admission") or w["spec"].get("active") is False or "Finished" in conditions:
             return
         for kind in ("QuotaReserved", "Admitted"):
-            conditions[kind] = kueue_condition(kind, True, "QuotaReserved")
+            conditions[kind] = cond(kind, True, "QuotaReserved")
         if "Evicted" in conditions:
-            conditions["Evicted"] = kueue_condition("Evicted", False, "QuotaReserved")
+            conditions["Evicted"] = cond("Evicted", False, "QuotaReserved")
         status["conditions"] = list(conditions.values())
         status["admission"] = {
             "clusterQueue": "cq",
@@ -288,7 +277,7 @@ class World:
             if not status.get("admission"):
                 continue
             conditions = {c["type"]: c for c in status.get("conditions") or []}
-            conditions["Evicted"] = kueue_condition("Evicted", True, "Preempted")
+            conditions["Evicted"] = cond("Evicted", True, "Preempted")
             status["conditions"] = list(conditions.values())
             w["metadata"]["resourceVersion"] = self.next_rv()
 
@@ -354,6 +343,8 @@ class World:
     def _remove(self, name: str) -> None:
         p = self.pods.pop(name)
         self.gone.append(p.body(self.namespace))
+        if p.task[0] == "ps":
+            self._lose_parameter_server()
 
     def collect(self, job_uid: str) -> None:
         """The garbage collector: a deleted TFJob's children go, their pods with them."""
@@ -366,6 +357,9 @@ class World:
         for name, svc in list(self.services.items()):
             if svc["owner"] == job_uid:
                 del self.services[name]
+        for name, w in list(self.workloads.items()):
+            if any(o["uid"] == job_uid for o in w["metadata"].get("ownerReferences") or []):
+                self.workloads_gone.append(self.workloads.pop(name))
 
     def delete_pod(self, name: str, uid: str, grace: int | None) -> None:
         p = self.pods.get(name)
