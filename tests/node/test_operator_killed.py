@@ -238,10 +238,14 @@ def _end(status: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _live(cluster: Cluster, namespace: str, life: Life, name: str, runs: ChiefRuns) -> Any:
-    """The life of one job, to its end: what `_end` reads of it, or "Deleted"."""
+def _live(
+    cluster: Cluster, namespace: str, life: Life, name: str, runs: ChiefRuns
+) -> tuple[Any, str]:
+    """The life of one job, to its end: what `_end` reads of it (or "Deleted"), and the pod
+    whose runs `runs` follows."""
     job = life.make(name)
-    runs.leaders.add(leader(job))
+    chief = leader(job)
+    runs.leaders.add(chief)
     cluster.apply(job, namespace)
     if life.act is not None:
         life.act(cluster, namespace, name, runs)
@@ -260,7 +264,7 @@ def _live(cluster: Cluster, namespace: str, life: Life, name: str, runs: ChiefRu
         # Its pods run on as asked, the chief's container started again and again: not for the
         # rest of the pass to share the node with.
         cluster.kubectl("delete", "tfjob", name, "-n", namespace, "--wait=false")
-    return end
+    return end, chief
 
 
 def _pass(cluster: Cluster, namespace: str, lives: list[Life], prefix: str) -> dict[str, Any]:
@@ -277,10 +281,7 @@ def _pass(cluster: Cluster, namespace: str, lives: list[Life], prefix: str) -> d
             results = {name: future.result() for name, future in ends.items()}
     finally:
         runs.close()
-    return {
-        life.name: (results[life.name], runs.summary(leader(life.make(f"{prefix}-{life.name}"))))
-        for life in lives
-    }
+    return {name: (end, runs.summary(chief)) for name, (end, chief) in results.items()}
 
 
 class Killer:
