@@ -67,6 +67,7 @@ def _statefulset(name: str, ports: list[dict]) -> dict:
     }
 
 
+@pytest.mark.smoke
 def test_server_side_apply_takes_numeric_quantities_and_refuses_duplicate_keys(kubectl, core):
     """What the API server's apply does with what users write, on every claimed release (1.20
     refused numeric quantities with a 500; that is gone): numbers are taken and stored as

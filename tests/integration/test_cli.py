@@ -111,6 +111,7 @@ def test_kubeflow_jobs_by_their_group(kubeconfig, kf_job, ns, tmp_path):
     assert "tfjobs.kubeflow.org/kf deleted" in done.stdout, done.stderr
 
 
+@pytest.mark.smoke
 def test_scale_patches_the_replicas_in_either_group(kubeconfig, job, kf_job, ns):
     """`tfjob scale`: the job's Worker (and PS) replicas; the StatefulSets follow. What it cannot
     scale is one line. (A running job's restart: test_resize.py.)"""

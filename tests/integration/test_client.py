@@ -58,6 +58,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.smoke
 def test_requests_by_path_load_no_typed_class(control_plane, core, kubectl, ns):
     env = {**os.environ, "KUBECONFIG": str(control_plane.kubeconfig)}
     run = subprocess.run(

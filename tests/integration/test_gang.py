@@ -112,6 +112,7 @@ def podgroup_crds(kubectl):
         ),
     ],
 )
+@pytest.mark.smoke
 def test_each_scheduler_gets_its_pod_group_and_pod_fields(
     podgroup_crds,
     operator,

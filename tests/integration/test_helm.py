@@ -102,6 +102,7 @@ def args_of(kube: Kubectl, name: str = NAME) -> list[str]:
     return deployment["spec"]["template"]["spec"]["containers"][0]["args"]
 
 
+@pytest.mark.smoke
 def test_install_upgrade_uninstall(helm, kube, plane):
     assert not found(kube, CRD), "this plane is fresh: helm is to create the CRD"
     # Before the install, the tfjob command says what is missing, in one line.

@@ -227,6 +227,7 @@ def test_enable_dynamic_worker_gives_each_worker_a_sparse_tf_config(kf_job):
     assert not [e for e in kf_job.events(name) if e[1] == st.Reason.SPEC_ADJUSTED]
 
 
+@pytest.mark.smoke
 def test_our_extensions_work_in_kubeflows_group(kf_job):
     """checkpoint and tensorboard, on a kubeflow.org TFJob: the claim and the TensorBoard are
     made and owned by it, and the TensorBoard's pods are not among the job's pods for Kubeflow's

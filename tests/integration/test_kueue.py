@@ -89,6 +89,7 @@ def kueue_operator(kueue_crds, operator, control_plane, tmp_path):
         yield op
 
 
+@pytest.mark.smoke
 def test_a_spec_edit_while_queued_updates_the_workload_in_place(kueue_operator, job, custom, ns):
     """The Workload keeps its name, uid and creation time, so the job keeps its place in the
     queue (Kueue orders by creation time)."""

@@ -122,6 +122,7 @@ def writes_by(control_plane, identity: str) -> list[dict]:
     ]
 
 
+@pytest.mark.smoke
 def test_killed_leader_hands_over_within_the_lease_duration(
     replicas, job, kubelet, coordination, control_plane
 ):

@@ -27,6 +27,7 @@ def owners(objs) -> set[str]:
     return {ref.uid for o in objs for ref in o.metadata.owner_references or []}
 
 
+@pytest.mark.smoke
 def test_a_job_made_again_under_its_name_takes_none_of_the_first_ones_exits(
     job, kubelet, core, apps, operator
 ):

@@ -48,6 +48,7 @@ def test_apply_manifests_in_one_go(installed, kubectl, ns):
     }
 
 
+@pytest.mark.smoke
 def test_operator_runs_a_job_with_only_the_granted_permissions(
     installed, kubectl, control_plane, custom, kubelet, ns, operator, tmp_path
 ):

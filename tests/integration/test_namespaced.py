@@ -55,6 +55,7 @@ def other(kubectl):
     kubectl("delete", "namespace", name, "--wait=false")
 
 
+@pytest.mark.smoke
 def test_namespaced_operator_runs_jobs_in_its_namespaces_only(
     kubectl, control_plane, apps, custom, kubelet, ns, other, operator, tmp_path
 ) -> None:

@@ -169,6 +169,7 @@ def test_a_user_mount_at_the_checkpoint_path_is_refused(job):
         ),
     ],
 )
+@pytest.mark.smoke
 def test_wrong_shapes_are_invalid_specs_that_name_the_field(job, name, change, message):
     body = tfjob(name=name, replicas={"Worker": 1})
     change(body["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"])
@@ -179,6 +180,7 @@ def test_wrong_shapes_are_invalid_specs_that_name_the_field(job, name, change, m
 # --- 4. too big ----------------------------------------------------------------------------------
 
 
+@pytest.mark.smoke
 def test_a_million_replicas_are_refused_by_the_schema(job):
     # Before the operator spends any memory on them (it read such a job for 10 s and 1.9 GB).
     with pytest.raises(AssertionError, match="less than or equal to 10000"):
@@ -216,6 +218,7 @@ def test_a_child_someone_else_made_is_not_taken_over_and_is_said(job, core):
     job.wait_pods(name, 1)
 
 
+@pytest.mark.smoke
 def test_a_field_this_cluster_does_not_know_fails_the_job_with_the_servers_words(job, api):
     # Pod-level resources are in the newest PodSpec (so our reading accepts them) but not in
     # a release before 1.32. A new job's children are created with strict field validation,

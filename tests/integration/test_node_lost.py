@@ -58,6 +58,7 @@ def uid(core, ns, pod):
         raise
 
 
+@pytest.mark.smoke
 def test_a_pod_on_a_lost_node_is_named_then_replaced_and_counted(job, core, ns, node):
     body = tfjob(
         replicas={"Chief": 1, "Worker": 2},

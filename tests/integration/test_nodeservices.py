@@ -188,6 +188,7 @@ def endpoints(name: str, ready: dict[str, str], not_ready: dict[str, str] = {}) 
     return {"metadata": {"name": name}, "subsets": [subset]}
 
 
+@pytest.mark.smoke
 def test_records_follow_services_and_endpoints(core, services, space) -> None:
     ns, domain = space, f"{space}.svc.cluster.local"
     api = core.create_namespaced_service(

@@ -19,6 +19,7 @@ from tfjob_testbed.core.kube import wait_for
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.smoke
 def test_apply_creates_statefulsets_services_pvc_and_tf_config(job, kubectl):
     body = tfjob(
         replicas={"Chief": 1, "PS": 1, "Worker": 2}, checkpoint={"storage": {"size": "1Gi"}}
@@ -73,6 +74,7 @@ def test_apply_creates_statefulsets_services_pvc_and_tf_config(job, kubectl):
     assert "STATE" in out and "RESTARTS" in out and name in out
 
 
+@pytest.mark.smoke
 def test_kubectl_explain_describes_the_spec(kubectl, crd):
     def explain():
         proc = kubectl.run("explain", "tfjob.spec.runPolicy.backoffLimit", check=False)
@@ -82,6 +84,7 @@ def test_kubectl_explain_describes_the_spec(kubectl, crd):
     assert "failure restarts" in text and "BackoffLimitExceeded" in text
 
 
+@pytest.mark.smoke
 def test_chief_exit_0_succeeds_and_scales_down(job, kubelet):
     name = job.create(tfjob(replicas={"Chief": 1, "PS": 1, "Worker": 2}))
     pods = job.wait_pods(name, 4)
@@ -174,6 +177,7 @@ def test_retryable_exits_restart_then_run_until_backoff_limit(job, kubelet):
     assert status["failure"]["pod"] == "mnist-worker-0" and status["failure"]["exitCode"] == 143
 
 
+@pytest.mark.smoke
 def test_suspend_scales_to_zero_and_resume_brings_pods_back(job, kubelet, kubectl):
     name = job.create(tfjob(replicas={"PS": 1, "Worker": 1}))
     kubelet.run_all(job.wait_pods(name, 2))
@@ -190,6 +194,7 @@ def test_suspend_scales_to_zero_and_resume_brings_pods_back(job, kubelet, kubect
     assert st.find(status, "Suspended")["reason"] == "TFJobResumed"
 
 
+@pytest.mark.smoke
 def test_schema_errors_are_refused_by_the_api_server(job, kubectl):
     body = tfjob(replicas={"Worker": 1})
     body["metadata"]["namespace"] = job.ns
@@ -199,6 +204,7 @@ def test_schema_errors_are_refused_by_the_api_server(job, kubectl):
     assert "restartPolicy" in proc.stderr and "Unsupported value" in proc.stderr
 
 
+@pytest.mark.smoke
 @pytest.mark.parametrize(
     "checkpoint", [{}, {"claimName": "ckpt", "storage": {"size": "1Gi"}}], ids=["none", "both"]
 )
@@ -237,6 +243,7 @@ def test_semantic_errors_fail_with_invalid_spec_and_a_warning_event(job, operato
     assert after["status"] == status and after["metadata"]["resourceVersion"] != rv
 
 
+@pytest.mark.smoke
 def test_deleting_the_job_removes_every_child(job, kubectl):
     name = job.create(
         tfjob(replicas={"PS": 1, "Worker": 1}, checkpoint={"storage": {"size": "1Gi"}})
@@ -329,6 +336,7 @@ def test_ttl_after_finished_deletes_the_job(job, kubelet):
     wait_for(lambda: job.gone(lambda: job.get(name)), 30, "TFJob deleted by its TTL")
 
 
+@pytest.mark.smoke
 def test_operator_killed_mid_job_converges_without_duplicates(job, kubelet, operator):
     name = job.create(
         tfjob(replicas={"Chief": 1, "PS": 1, "Worker": 2}, restart_policy="OnFailure")

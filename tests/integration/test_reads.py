@@ -17,6 +17,7 @@ def _names(body: dict) -> list[tuple[str, str, str]]:
     return sorted((i["apiVersion"], i["kind"], i["metadata"]["name"]) for i in body["items"])
 
 
+@pytest.mark.smoke
 def test_reads_answer_as_kubectl_get_does(control_plane, kubectl, crd, ns):
     reads = Reads(control_plane.kubeconfig)
     job = tfjob(name="readme")

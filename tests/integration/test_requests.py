@@ -129,6 +129,7 @@ def operator_reads(control_plane) -> list[tuple[str, str, dict[str, list[str]], 
     return reads
 
 
+@pytest.mark.smoke
 def test_every_watch_of_children_lets_the_api_server_filter(
     job, kubelet, control_plane, operator, tmp_path
 ):

@@ -55,6 +55,7 @@ def on_current_revisions(job, name, count):
     return now
 
 
+@pytest.mark.smoke
 def test_a_resize_restarts_every_task_together_with_the_new_cluster(
     job, kubelet, control_plane, ns
 ):

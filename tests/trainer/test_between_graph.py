@@ -38,6 +38,7 @@ def run_job(job: Job) -> tuple[dict, dict]:
     return chief.result(), other.result()
 
 
+@pytest.mark.smoke
 def test_async_trains_checkpoints_logs_and_exports(make_job):
     job = make_job(CLUSTER, "--strategy", "between-graph", "--steps", "200")
     chief, other = run_job(job)

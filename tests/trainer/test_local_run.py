@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import tensorflow as tf
 import yaml
 
@@ -142,6 +143,7 @@ def kill_tasks(proc: subprocess.Popen[str]) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.smoke
 def test_ps_job_runs_to_success_with_prefixed_output_and_a_summary(tmp_path):
     workdir = tmp_path / "run"
     proc = tfjob_run(manifest(tmp_path, ps_job(60)), workdir)
@@ -214,6 +216,7 @@ def env_of(pid: int) -> dict[str, str]:
     return dict(e.decode().split("=", 1) for e in environ if b"=" in e)
 
 
+@pytest.mark.smoke
 def test_ctrl_c_stops_the_job_as_a_cluster_does_the_chief_saving_its_step(tmp_path):
     """Every task gets SIGTERM at once, within its pod's grace period; the chief saves the
     step it is on and names it, and the summary says so: a stop, no failure."""

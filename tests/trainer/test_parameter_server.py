@@ -17,6 +17,7 @@ PS = {"chief": 1, "worker": 2, "ps": 1}
 MIN_ACCURACY = 0.85
 
 
+@pytest.mark.smoke
 def test_trains_to_the_target_step_and_resumes_after_a_whole_job_restart(make_job):
     job = make_job(PS, "--strategy", "parameter-server", "--steps", "200")
     job.start_all()

@@ -22,7 +22,7 @@ LOST = re.compile(
     ("workers", "victim", "sig"),
     [
         # Killed: its connections reset, and its neighbours in the ring see it at once.
-        (3, "worker-1", signal.SIGKILL),
+        pytest.param(3, "worker-1", signal.SIGKILL, marks=pytest.mark.smoke),
         # Hung, as behind a network partition: no reset, only the missing heartbeats tell.
         # Worker 0 leads the coordination service, the harder one to lose.
         (2, "worker-0", signal.SIGSTOP),

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 
+
+@pytest.mark.smoke
 def test_chief_exits_non_zero_when_a_ps_dies(make_job):
     job = make_job(
         {"chief": 1, "worker": 1, "ps": 1}, "--strategy", "parameter-server", "--steps", "100000"

@@ -16,6 +16,7 @@ from tfjob_trainer.strategies.sync import SCRATCH_PREFIX
 MIN_ACCURACY = 0.9
 
 
+@pytest.mark.smoke
 def test_multi_worker_mirrored_trains_and_a_restart_resumes(make_job):
     job = make_job({"worker": 2}, "--strategy", "multi-worker-mirrored", "--steps", "100")
     job.start_all()
@@ -79,6 +80,7 @@ def test_multi_worker_with_a_chief_that_trains_too(make_job):
     assert chief["strategy"] == "multi-worker-mirrored" and chief["replicas"] == 2
 
 
+@pytest.mark.smoke
 def test_mirrored_on_two_logical_cpus(make_job):
     job = make_job({"worker": 1}, "--strategy", "mirrored", "--cpu-devices", "2", "--steps", "100")
     job.start("worker")

@@ -49,6 +49,7 @@ def _check_export(result: dict) -> None:
     assert model.predict(x, verbose=0).shape == (2, 1)
 
 
+@pytest.mark.smoke
 def test_parameter_servers_train_it_and_the_evaluator_follows(make_job):
     job = make_job(
         {"chief": 1, "ps": 1, "worker": 2, "evaluator": 1},
