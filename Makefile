@@ -52,18 +52,19 @@ unit: venv
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 # The suite in passes, each its own pytest run, so that one pass's control plane is gone before
-# the next starts: the unit and one-process trainer tests on both cores; the multi-process
-# trainer tests one at a time; the API-server, image and packaging tests on the newest
+# the next starts: the unit, one-process trainer and packaging tests on both cores; the
+# multi-process trainer tests one at a time; the API-server and image tests on the newest
 # Kubernetes release, then the API-server tests on the oldest claimed; then the real node's
 # tests, and last kind's (a kind cluster made here, tests/node run on it). In the passes after
 # the first and third, `make test` ($(1) = smoke) keeps the tests marked `smoke`, one per
 # capability; `make test-all` runs them all. Each pass prints its slowest 30 tests.
 PYTEST := $(PY) -m pytest
 define suite
-	$(PYTEST) -n auto -m "not multiprocess" tests/unit tests/trainer $(PYTEST_ARGS)
+	$(PYTEST) -n auto --dist loadgroup -m "not multiprocess" tests/unit tests/trainer \
+		tests/packaging $(PYTEST_ARGS)
 	$(PYTEST) -m "multiprocess$(if $(1), and $(1))" tests/trainer $(PYTEST_ARGS)
-	$(PYTEST) tests --ignore=tests/unit --ignore=tests/trainer --ignore=tests/node \
-		--ignore=tests/e2e $(PYTEST_ARGS)
+	$(PYTEST) tests --ignore=tests/unit --ignore=tests/trainer --ignore=tests/packaging \
+		--ignore=tests/node --ignore=tests/e2e $(PYTEST_ARGS)
 	TFJOB_KUBERNETES=oldest $(PYTEST) tests/integration $(if $(1),-m $(1)) $(PYTEST_ARGS)
 	$(PYTEST) tests/node $(if $(1),-m $(1)) $(PYTEST_ARGS)
 	$(PYTEST) tests/e2e $(if $(1),-m $(1)) $(PYTEST_ARGS)

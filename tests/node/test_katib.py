@@ -170,16 +170,22 @@ def assert_nothing_left(cluster: Cluster, name: str, namespace: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "api_version", "algorithm"),
+    ("name", "api_version", "algorithm", "trials"),
     [
-        pytest.param("sweep-kubeflow", KUBEFLOW_API_VERSION, "random", marks=pytest.mark.smoke),
-        ("sweep-tfjob-dev", API_VERSION, "tpe"),
+        # make test's: one round of trials, side by side.
+        pytest.param("sweep-kubeflow", KUBEFLOW_API_VERSION, "random", 2, marks=pytest.mark.smoke),
+        ("sweep-tfjob-dev", API_VERSION, "tpe", 4),
     ],
 )
 def test_a_sweep_finds_its_optimal_trial(
-    cluster: Cluster, trials_namespace: str, name: str, api_version: str, algorithm: str
+    cluster: Cluster,
+    trials_namespace: str,
+    name: str,
+    api_version: str,
+    algorithm: str,
+    trials: int,
 ) -> None:
-    body = experiment(name, api_version, algorithm)
+    body = experiment(name, api_version, algorithm, trials)
     exp, watch = run_sweep(cluster, body, trials_namespace)
     assert_sweep(cluster, body, exp, watch)
     assert_nothing_left(cluster, name, trials_namespace)

@@ -16,6 +16,9 @@ import pytest
 from tfjob_testbed.core.paths import ROOT
 
 SOURCES = ("pyproject.toml", "README.md", "operator", "trainer", "protocol")
+# One worker runs the module (make test spreads the unit pass over both cores with
+# --dist loadgroup): its virtualenv is made once, not once per worker.
+pytestmark = pytest.mark.xdist_group("packaging")
 
 
 @pytest.fixture(scope="module")
