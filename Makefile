@@ -55,8 +55,8 @@ unit: venv
 # the next starts: the unit, one-process trainer and packaging tests on both cores; the
 # multi-process trainer tests one at a time; the API-server and image tests on the newest
 # Kubernetes release, then the API-server tests on the oldest claimed; then the real node's
-# tests, and last kind's (a kind cluster made here, tests/node run on it). In the passes after
-# the first and third, `make test` ($(1) = smoke) keeps the tests marked `smoke`, one per
+# tests, and last kind's (a kind cluster made here, tests/node run on it). In every pass but
+# the first and the third, `make test` ($(1) = smoke) keeps the tests marked `smoke`, one per
 # capability; `make test-all` runs them all. Each pass prints its slowest 30 tests.
 PYTEST := $(PY) -m pytest
 define suite
