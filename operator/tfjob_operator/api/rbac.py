@@ -60,10 +60,16 @@ CHILD_RULES: list[dict[str, Any]] = [
         "verbs": WATCH,
     },
     {"apiGroups": [""], "resources": ["namespaces"], "verbs": WATCH},
-    # Gang scheduling (--gang-scheduler): the job's PodGroup, server-side applied.
+    # Gang scheduling (--gang-scheduler): the job's PodGroup, server-side applied; with
+    # Kubernetes' own, the Workload it is made from too.
     {
         "apiGroups": ["scheduling.volcano.sh", "scheduling.x-k8s.io"],
         "resources": ["podgroups"],
+        "verbs": [*WATCH, "create", "patch"],
+    },
+    {
+        "apiGroups": ["scheduling.k8s.io"],
+        "resources": ["podgroups", "workloads"],
         "verbs": [*WATCH, "create", "patch"],
     },
 ]

@@ -22,12 +22,26 @@ from tfjob_operator.controller import ownership
 from tfjob_operator.controller.ratelimit import MAX_RETRIES, TokenBucket, retry_after
 from tfjob_operator.controller.rest import APPLY, JSON, JSON_PATCH, MERGE, Rest, path
 from tfjob_operator.rules import kubeflow, kueue, lineage, naming
+from tfjob_operator.rules.gang import NATIVE_API, Scheduler
 
 log = logging.getLogger(__name__)
 
 # Applies of a child made by a create, before its fields are owned as applied
 # (`Kube._apply_owned`): each retry follows a write by someone else in between.
 FOLD_ATTEMPTS = 3
+
+# Every gang scheduler's kinds (group, plural), whichever the operator was started with.
+GANG_KINDS = {(g, p) for scheduler in Scheduler for g, _, p in scheduler.kinds}
+GANG_GROUPS = {g for g, _ in GANG_KINDS}
+NATIVE_GROUP = NATIVE_API[0]
+NATIVE_MISSING = (
+    "this API server does not serve scheduling.k8s.io/v1beta1 PodGroups (Kubernetes' own gang "
+    "scheduling, 1.37+): kube-apiserver needs --feature-gates=GenericWorkload=true and "
+    "--runtime-config=scheduling.k8s.io/v1beta1=true (kube-scheduler and "
+    "kube-controller-manager the gate too); or run the operator with another "
+    "--gang-scheduler, or none"
+)
+
 
 # Every write below, as (API group, resource, verb): the RBAC rules must grant exactly these
 # plus list/watch of what is watched (a test checks rbac.RULES against them).
@@ -48,10 +62,11 @@ WRITES = {
     # A pod whose node stopped answering, past runPolicy.nodeLostTimeoutSeconds; the pods of
     # an old template revision, all at once (`lifecycle.restart`).
     ("", "pods", "delete"),
-    # Gang scheduling (--gang-scheduler): the job's PodGroup, server-side applied.
+    # Gang scheduling (--gang-scheduler): the job's PodGroup (and Kubernetes' own gang API's
+    # Workload it is made from), server-side applied.
     *(
-        (group, "podgroups", verb)
-        for group in ("scheduling.volcano.sh", "scheduling.x-k8s.io")
+        (group, plural, verb)
+        for group, plural in sorted(GANG_KINDS)
         for verb in ("create", "patch")
     ),
 }
@@ -212,7 +227,7 @@ class Kube:
             # Created once and never changed: a claim's spec is immutable once bound.
             self._create(manifest, strict=False)
             return None
-        if manifest["kind"] == "PodGroup":
+        if manifest["apiVersion"].split("/")[0] in GANG_GROUPS:
             self._apply_pod_group(manifest)
             return None
         data = self._create(manifest) if fresh else None
@@ -322,13 +337,16 @@ class Kube:
         )
 
     def _apply_pod_group(self, manifest: dict[str, Any]) -> None:
-        """A custom resource of the gang scheduler; a 404 means its CRD is not installed."""
+        """A PodGroup (or Kubernetes' own Workload) of the gang scheduler; a 404 means its
+        CRD is not installed, or for Kubernetes' own API that it is not served."""
         group, version = manifest["apiVersion"].split("/")
         try:
             self._apply_one(manifest)
         except kubernetes.client.ApiException as e:
             if e.status != 404:
                 raise
+            if group == NATIVE_GROUP:
+                raise MissingAPI(NATIVE_MISSING) from None
             raise MissingAPI(
                 f"the PodGroup CRD (podgroups.{group}, {version}) is not installed: install "
                 "the gang scheduler, or run the operator without --gang-scheduler"
@@ -430,16 +448,17 @@ class Kube:
 
     def workload_version(self) -> str | None:
         """The newest Workload API version Kueue serves here; None without Kueue."""
-        for version in kueue.VERSIONS:
-            try:
-                found = self.rest.get(f"/apis/{kueue.GROUP}/{version}")
-            except kubernetes.client.ApiException as e:
-                if e.status == 404:
-                    continue
-                raise
-            if any(r.get("name") == "workloads" for r in found.get("resources") or []):
-                return version
-        return None
+        return next((v for v in kueue.VERSIONS if self.serves(kueue.GROUP, v, "workloads")), None)
+
+    def serves(self, group: str, version: str, plural: str) -> bool:
+        """Whether the API server serves this resource (its discovery document lists it)."""
+        try:
+            found = self.rest.get(f"/apis/{group}/{version}")
+        except kubernetes.client.ApiException as e:
+            if e.status == 404:
+                return False
+            raise
+        return any(r.get("name") == plural for r in found.get("resources") or [])
 
     def get_cluster_object(self, group: str, version: str, plural: str, name: str) -> Any:
         """One cluster-scoped object (a ResourceFlavor, a priority class); None when absent."""
@@ -535,9 +554,9 @@ def child_path(manifest: dict[str, Any]) -> str:
     if kind in CHILD_KINDS:
         group, plural = CHILD_KINDS[kind]
         version = "v1"
-    else:  # the gang scheduler's PodGroup, in its own group and version
+    else:  # the gang scheduler's PodGroup (or Workload), in its own group and version
         group, version = manifest["apiVersion"].split("/")
-        plural = "podgroups"
+        plural = kind.lower() + "s"
     return path(group, version, plural, meta["namespace"], meta["name"])
 
 

@@ -39,7 +39,7 @@ from tfjob_operator.controller.reconcile import Reconciler
 from tfjob_operator.controller.settings import OperatorConfig
 from tfjob_operator.controller.workqueue import Work, WorkQueue
 from tfjob_operator.rules import naming
-from tfjob_operator.rules.gang import Gang
+from tfjob_operator.rules.gang import NATIVE_API, Gang, Scheduler
 from tfjob_operator.rules.pods import observe
 from tfjob_operator.rules.statefulsets import observe_statefulset
 
@@ -71,8 +71,8 @@ API_THREADS = 16
 
 def watched(gang: Gang | None) -> list[tuple[str, str, str]]:
     """Every kind the operator watches besides TFJobs, each with our label selector: `OWNED`,
-    and the PodGroups of the gang scheduler it was started with."""
-    return [*OWNED, *([gang.scheduler.api] if gang is not None else [])]
+    and what the gang scheduler it runs with makes a gang of (PodGroups, Workloads)."""
+    return [*OWNED, *(gang.scheduler.kinds if gang is not None else [])]
 
 
 class _NoDiffBase(kopf.DiffBaseStorage):
@@ -104,6 +104,8 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: 
     """All kopf settings in one place, and the watch of the gang scheduler's PodGroups when
     there is one; then, with leader election, the elector starts: until it holds the Lease,
     this replica watches and keeps its indexes warm but reconciles nothing."""
+    configure_client(API_THREADS)
+    memo.config = await _discover_gang(memo.config)
     config: OperatorConfig = memo.config
     settings.persistence.diffbase_storage = _NoDiffBase()
     settings.posting.level = logging.WARNING  # events are ours to write, not log lines
@@ -118,13 +120,13 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: 
         # Registered before kopf looks at what to watch (after the startup handlers). Without
         # the CRD, kopf logs that it cannot watch the kind (and watches it once the CRD comes,
         # unless it watches named namespaces only); the reconcile says so in the job's status.
-        _watch_owned(*config.gang.scheduler.api)
+        for kind in config.gang.scheduler.kinds:
+            _watch_owned(*kind)
     # Named namespaces only: kopf neither lists namespaces nor watches CRDs, so the operator
     # makes no cluster-wide request at all (and needs no ClusterRole).
     settings.scanning.disabled = config.exact_namespaces
     settings.networking.request_timeout = 60
     settings.networking.enforce_retry_after = True  # a 429's Retry-After, as the server asks
-    configure_client(API_THREADS)
     asyncio.get_running_loop().set_default_executor(
         ThreadPoolExecutor(API_THREADS, thread_name_prefix="api")
     )
@@ -168,6 +170,23 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: 
     metrics.watch_states(memo.reconciler.states)
     if memo.elector is not None:
         memo.election_task = asyncio.get_running_loop().create_task(memo.elector.guarded())
+
+
+async def _discover_gang(config: OperatorConfig) -> OperatorConfig:
+    """--gang-scheduler=auto: Kubernetes' own gangs where the API server serves them, else
+    none. Asked once, at start: a cluster that turns the API on later needs a restart."""
+    if not config.gang_auto:
+        return config
+    group, version, plural = NATIVE_API
+    served = await asyncio.get_running_loop().run_in_executor(
+        None, lambda: Kube(group=config.api_group).serves(group, version, plural)
+    )
+    gang = Gang(Scheduler.KUBERNETES) if served else None
+    logging.getLogger(__name__).info(
+        "gang scheduling: %s",
+        "Kubernetes' own (scheduling.k8s.io/v1beta1)" if served else "none (not served here)",
+    )
+    return dataclasses.replace(config, gang=gang, gang_auto=False)
 
 
 def _take_over(memo: kopf.Memo) -> None:

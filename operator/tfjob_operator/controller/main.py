@@ -17,6 +17,10 @@ from tfjob_operator.rules.kueue.queue import Queueing
 LOG_FORMATS = ("plain", "full", "json")
 
 
+# --gang-scheduler's values besides the schedulers: found at start, or none at all.
+AUTO, NONE = "auto", "none"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tfjob-operator",
@@ -103,17 +107,20 @@ def build_parser() -> argparse.ArgumentParser:
         )
     p.add_argument(
         "--gang-scheduler",
-        choices=[s.value for s in Scheduler],
-        default=os.environ.get("TFJOB_GANG_SCHEDULER") or None,
-        help="start each job's pods together with this gang scheduler: a PodGroup per job "
-        "from runPolicy.schedulingPolicy (env TFJOB_GANG_SCHEDULER; default: none, the "
-        "default scheduler places pods one by one)",
+        choices=[AUTO, NONE, *(s.value for s in Scheduler)],
+        default=os.environ.get("TFJOB_GANG_SCHEDULER") or AUTO,
+        help="start each job's pods together, or none of them, with this gang scheduler: "
+        "kubernetes (its own, scheduling.k8s.io/v1beta1, 1.37+), volcano or "
+        "scheduler-plugins; a PodGroup per job from runPolicy.schedulingPolicy. auto: "
+        "kubernetes where the API server serves it, else none (the default scheduler "
+        "places pods one by one) (env TFJOB_GANG_SCHEDULER; default: %(default)s)",
     )
     p.add_argument(
         "--gang-scheduler-name",
         default=os.environ.get("TFJOB_GANG_SCHEDULER_NAME", ""),
         metavar="NAME",
-        help="the pods' schedulerName (default: volcano, or scheduler-plugins-scheduler)",
+        help="the pods' schedulerName (default: volcano, or scheduler-plugins-scheduler; "
+        "with kubernetes, the pod's own)",
     )
     kq = p.add_argument_group(
         "Kueue",
@@ -192,13 +199,14 @@ def config_from(args: argparse.Namespace) -> OperatorConfig:
         )
     gang = (
         Gang(Scheduler(args.gang_scheduler), args.gang_scheduler_name)
-        if args.gang_scheduler
+        if args.gang_scheduler not in (AUTO, NONE, "")
         else None
     )
     return OperatorConfig(
         cluster_domain=args.cluster_domain,
         metrics_port=args.metrics_port,
         gang=gang,
+        gang_auto=args.gang_scheduler == AUTO,
         leader_election=election,
         namespaces=tuple(args.namespace),
         api_qps=args.kube_api_qps,

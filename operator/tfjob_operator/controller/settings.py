@@ -26,6 +26,7 @@ class OperatorConfig:
     cluster_domain: str = "cluster.local"
     metrics_port: int = 0  # 0: no metrics endpoint
     gang: Gang | None = None  # None: the default scheduler, pod by pod
+    gang_auto: bool = False  # gang found at start: Kubernetes' own where served, else None
     leader_election: LeaderElection | None = None  # None: this replica always reconciles
     namespaces: tuple[str, ...] = ()  # (): every namespace
     api_qps: float = DEFAULT_QPS  # the client's sustained requests a second; <= 0: no limit

@@ -20,7 +20,7 @@ from tfjob_operator.api.spec import (
     TFJobSpec,
 )
 from tfjob_operator.rules import kubeflow, naming, tfconfig
-from tfjob_operator.rules.gang import Gang, join, pod_group
+from tfjob_operator.rules.gang import Gang, gang_children, join
 from tfjob_operator.rules.kueue.admission import Placement, place
 from tfjob_protocol.stop import ENV_GRACE_PERIOD
 
@@ -373,7 +373,7 @@ def pod_templates(
             spec.run_policy.termination_grace_period_seconds,
         )
         if gang is not None:
-            join(gang, job.name, template)
+            join(gang, job.name, rt, template)
         meta = template["metadata"]
         meta["annotations"] = {
             **(meta.get("annotations") or {}),
@@ -427,7 +427,7 @@ def children(
     scaled_down: bool = False,
     placement: Mapping[ReplicaType, Placement] | None = None,
 ) -> list[Manifest]:
-    """Everything the job owns, in creation order: claim, Services, PodGroup, StatefulSets.
+    """Everything the job owns, in creation order: claim, Services, gang, StatefulSets.
 
     `scaled_down` keeps every StatefulSet at 0 pods (finished, suspended or queued jobs);
     `placement` is what Kueue's admission gives each replica type's pods. The pods join
@@ -442,7 +442,7 @@ def children(
     replicas = spec.replicas()
     made.extend(service(job, rt, ports[rt]) for rt in replicas)
     if built.gang is not None:
-        made.append(pod_group(built.gang, job, spec))
+        made.extend(gang_children(built.gang, job, spec))
     for rt, template in built.templates.items():
         if placement is not None and rt in placement:
             template = _placed(template, placement[rt])

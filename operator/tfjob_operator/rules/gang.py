@@ -1,7 +1,11 @@
 """Gang scheduling: the PodGroup a gang scheduler places as a whole, and what the pods carry
 to join it. Pure functions of the spec, like every other child.
 
-Two schedulers are supported, each with its own PodGroup kind:
+Three schedulers are supported, each with its own PodGroup kind:
+- Kubernetes' own (1.37+, `GenericWorkload`): a `scheduling.k8s.io/v1beta1` Workload and a
+  PodGroup whose `schedulingPolicy.gang.minCount` makes it a gang; pods name the PodGroup in
+  `spec.schedulingGroup.podGroupName` and keep the default scheduler, whose GangScheduling
+  plugin holds them until the whole gang fits. The PodGroup's priority must be its pods'.
 - Volcano: `scheduling.volcano.sh/v1beta1` PodGroup; pods name it in the annotation
   `scheduling.k8s.io/group-name` and set `schedulerName: volcano`.
 - scheduler-plugins coscheduling: `scheduling.x-k8s.io/v1alpha1` PodGroup; pods carry the
@@ -26,21 +30,43 @@ VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
 
 
+# The one template of a native Workload, which the job's PodGroup is made from.
+WORKLOAD_TEMPLATE = "tfjob"
+
+
 class Scheduler(enum.StrEnum):
+    KUBERNETES = "kubernetes"
     VOLCANO = "volcano"
     SCHEDULER_PLUGINS = "scheduler-plugins"
 
     @property
     def api(self) -> tuple[str, str, str]:
         """(group, version, plural) of its PodGroup."""
+        if self is Scheduler.KUBERNETES:
+            return NATIVE_API
         if self is Scheduler.VOLCANO:
             return ("scheduling.volcano.sh", "v1beta1", "podgroups")
         return ("scheduling.x-k8s.io", "v1alpha1", "podgroups")
 
     @property
+    def kinds(self) -> list[tuple[str, str, str]]:
+        """(group, version, plural) of what a job's gang is made of: its PodGroup, after the
+        Workload it is made from for Kubernetes' own."""
+        return [NATIVE_WORKLOADS, NATIVE_API] if self is Scheduler.KUBERNETES else [self.api]
+
+    @property
     def default_name(self) -> str:
-        """The schedulerName its usual install registers."""
-        return "volcano" if self is Scheduler.VOLCANO else "scheduler-plugins-scheduler"
+        """The schedulerName its usual install registers; "" keeps the pod's own."""
+        return {
+            Scheduler.KUBERNETES: "",
+            Scheduler.VOLCANO: "volcano",
+            Scheduler.SCHEDULER_PLUGINS: "scheduler-plugins-scheduler",
+        }[self]
+
+
+# Kubernetes' gang API: PodGroups, and the Workload each is made from.
+NATIVE_API = ("scheduling.k8s.io", "v1beta1", "podgroups")
+NATIVE_WORKLOADS = ("scheduling.k8s.io", "v1beta1", "workloads")
 
 
 @dataclass(frozen=True)
@@ -119,8 +145,81 @@ def min_resources(spec: TFJobSpec) -> dict[str, str]:
     return {name: format_quantity(q) for name, q in sorted(total.items()) if q}
 
 
+def priority_classes(spec: TFJobSpec) -> set[str]:
+    """The priorityClassNames the gang's pods name ("" for none): a native PodGroup's priority
+    must be each of its pods', so they must agree (`problems`)."""
+    return {(t.get("spec") or {}).get("priorityClassName") or "" for _, t in gang_pods(spec)}
+
+
+def problems(gang: Gang | None, spec: TFJobSpec) -> list[str]:
+    """Why the job cannot be a gang of this scheduler: only the native one has a rule the
+    spec can break (one priority for the whole gang)."""
+    if gang is None or gang.scheduler is not Scheduler.KUBERNETES:
+        return []
+    if len(priority_classes(spec)) < 2:
+        return []
+    named = {
+        rt.value: repr(c) if (c := (t.get("spec") or {}).get("priorityClassName")) else "none"
+        for rt, t in gang_pods(spec)
+    }
+    listed = ", ".join(f"{rt} {c}" for rt, c in named.items())
+    return [
+        "spec.tfReplicaSpecs[*].template.spec.priorityClassName: a gang's pods share one "
+        f"priority (Kubernetes' gang scheduling), but the replica types name {listed}"
+    ]
+
+
+def _native(job: Any, spec: TFJobSpec) -> list[Manifest]:
+    """The job's Workload and the PodGroup made from its one template: a gang of every pod
+    but the Evaluator, at the priority its pods share."""
+    policy: dict[str, Any] = {"gang": {"minCount": min_available(spec)}}
+    (priority,) = priority_classes(spec) or {""}
+    template: dict[str, Any] = {"name": WORKLOAD_TEMPLATE, "schedulingPolicy": policy}
+    group_spec: dict[str, Any] = {
+        "workloadRef": {"workloadName": job.name, "templateName": WORKLOAD_TEMPLATE},
+        "schedulingPolicy": policy,
+    }
+    if priority:
+        template["priorityClassName"] = group_spec["priorityClassName"] = priority
+    group, version, _ = NATIVE_API
+    owner = job.owner_reference()
+
+    def made(kind: str, name: str, body: dict[str, Any]) -> Manifest:
+        return {
+            "apiVersion": f"{group}/{version}",
+            "kind": kind,
+            "metadata": {
+                "name": name,
+                "namespace": job.namespace,
+                "labels": naming.child_labels(job.name),
+                "ownerReferences": [owner],
+            },
+            "spec": body,
+        }
+
+    controller = {
+        "apiGroup": owner["apiVersion"].split("/")[0],
+        "kind": owner["kind"],
+        "name": job.name,
+    }
+    return [
+        made("Workload", job.name, {"controllerRef": controller, "podGroupTemplates": [template]}),
+        made("PodGroup", naming.pod_group_name(job.name), group_spec),
+    ]
+
+
+def gang_children(gang: Gang, job: Any, spec: TFJobSpec) -> list[Manifest]:
+    """What the job's gang is made of, in creation order: its PodGroup, after the native
+    Workload it is made from."""
+    if gang.scheduler is Scheduler.KUBERNETES:
+        return _native(job, spec)
+    return [pod_group(gang, job, spec)]
+
+
 def pod_group(gang: Gang, job: Any, spec: TFJobSpec) -> Manifest:
     """The job's PodGroup for `gang.scheduler`; `job` is the owning JobRef."""
+    if gang.scheduler is Scheduler.KUBERNETES:
+        return _native(job, spec)[1]
     policy = spec.run_policy.scheduling_policy or SchedulingPolicy()
     group, version, _ = gang.scheduler.api
     body: dict[str, Any] = {"minMember": min_available(spec)}
@@ -158,22 +257,39 @@ def ignored_fields(gang: Gang | None, spec: TFJobSpec) -> list[str]:
             f"{path}: the operator runs without a gang scheduler (--gang-scheduler), so the "
             "pods are scheduled one by one"
         ]
-    unused = (
-        [("scheduleTimeoutSeconds", policy.schedule_timeout_seconds)]
-        if gang.scheduler is Scheduler.VOLCANO
-        else [("queue", policy.queue), ("priorityClass", policy.priority_class)]
-    )
+    unused_by: dict[Scheduler, list[tuple[str, object]]] = {
+        Scheduler.KUBERNETES: [
+            ("minResources", policy.min_resources),
+            ("queue", policy.queue),
+            ("priorityClass", policy.priority_class),
+            ("scheduleTimeoutSeconds", policy.schedule_timeout_seconds),
+        ],
+        Scheduler.VOLCANO: [("scheduleTimeoutSeconds", policy.schedule_timeout_seconds)],
+        Scheduler.SCHEDULER_PLUGINS: [
+            ("queue", policy.queue),
+            ("priorityClass", policy.priority_class),
+        ],
+    }
     return [
         f"{path}.{name}: {gang.scheduler.value} has no such setting; ignored"
-        for name, value in unused
+        for name, value in unused_by[gang.scheduler]
         if value is not None
     ]
 
 
-def join(gang: Gang, job: str, template: dict[str, Any]) -> None:
-    """Make a pod template (already our own copy) join the job's gang."""
+def join(gang: Gang, job: str, rt: ReplicaType, template: dict[str, Any]) -> None:
+    """Make a pod template (already our own copy) join the job's gang. A native gang leaves
+    the Evaluator out: Kubernetes counts every pod of a PodGroup toward its minCount, so an
+    Evaluator inside would let the gang start a training pod short."""
     meta = template.setdefault("metadata", {})
     group = naming.pod_group_name(job)
+    if gang.scheduler is Scheduler.KUBERNETES:
+        if rt is ReplicaType.EVALUATOR:
+            return
+        template["spec"]["schedulingGroup"] = {"podGroupName": group}
+        if gang.scheduler_name:
+            template["spec"]["schedulerName"] = gang.scheduler_name
+        return
     if gang.scheduler is Scheduler.VOLCANO:
         meta["annotations"] = {**(meta.get("annotations") or {}), VOLCANO_GROUP_ANNOTATION: group}
     else:

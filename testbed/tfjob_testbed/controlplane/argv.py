@@ -8,6 +8,13 @@ from pathlib import Path
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 
+# Kubernetes' own gang scheduling (1.37: the gate beta but off, its API version off): on
+# wherever the bed's release has it, as on a cluster that offers gangs. The API server needs
+# both; kube-scheduler (its GangScheduling plugin) and kube-controller-manager (the PodGroups'
+# protection finalizer) the gate.
+GANG_GATE = "--feature-gates=GenericWorkload=true"
+GANG_API = "--runtime-config=scheduling.k8s.io/v1beta1=true"
+
 # The plane's certificates and keys by name (ca, front-proxy-ca, serving, admin, proxy-client,
 # sa): each (certificate, key), or for "sa" (public key, private key).
 Certs = dict[str, tuple[Path, Path]]
@@ -41,9 +48,11 @@ def apiserver_argv(
     audit_policy: Path,
     audit_log: Path,
     node: bool,
+    gangs: bool = False,
 ) -> list[str]:
     """kube-apiserver on `address:port` with RBAC, service-account tokens, the aggregation
-    layer's front proxy and an audit log; with `node`, it reaches the kubelet by InternalIP."""
+    layer's front proxy and an audit log; with `node`, it reaches the kubelet by InternalIP;
+    with `gangs`, it serves Kubernetes' own gang API."""
     return [
         str(binary),
         f"--etcd-servers={etcd_url}",
@@ -73,6 +82,7 @@ def apiserver_argv(
         f"--audit-log-path={audit_log}",
         "--audit-log-maxsize=2000",
         "--audit-log-maxbackup=1",
+        *([GANG_GATE, GANG_API] if gangs else []),
     ]
 
 
@@ -87,7 +97,13 @@ def _node_apiserver_args(pki: Certs, node: bool) -> list[str]:
 
 
 def controller_manager_argv(
-    binary: Path, *, kubeconfig: Path, pki: Certs, flexvolume_dir: Path, node: bool
+    binary: Path,
+    *,
+    kubeconfig: Path,
+    pki: Certs,
+    flexvolume_dir: Path,
+    node: bool,
+    gangs: bool = False,
 ) -> list[str]:
     """kube-controller-manager with every controller, signing with the plane's CA."""
     return [
@@ -105,9 +121,16 @@ def controller_manager_argv(
         # A lost node is NotReady ~20 s after its last status, for test speed (the
         # default is 40 s); its kubelet posts every 4 s with a 20 s lease (nodes/realnode.py).
         *(["--node-monitor-grace-period=20s"] if node else []),
+        *([GANG_GATE] if gangs else []),
     ]
 
 
-def scheduler_argv(binary: Path, kubeconfig: Path) -> list[str]:
+def scheduler_argv(binary: Path, kubeconfig: Path, gangs: bool = False) -> list[str]:
     """kube-scheduler, for a plane that serves a real node."""
-    return [str(binary), f"--kubeconfig={kubeconfig}", "--leader-elect=false", "--secure-port=0"]
+    return [
+        str(binary),
+        f"--kubeconfig={kubeconfig}",
+        "--leader-elect=false",
+        "--secure-port=0",
+        *([GANG_GATE] if gangs else []),
+    ]

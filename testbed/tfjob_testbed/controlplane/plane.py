@@ -94,6 +94,7 @@ class Binaries:
     etcd: Path
     kube_apiserver: Path
     kube_controller_manager: Path
+    gangs: bool = False  # the release has Kubernetes' own gang API (1.37+): turned on
 
 
 def kubernetes() -> Program:
@@ -126,6 +127,7 @@ def ensure_binaries() -> Binaries:
             etcd=ETCD.path("etcd"),
             kube_apiserver=release.path("kube-apiserver"),
             kube_controller_manager=release.path("kube-controller-manager"),
+            gangs=release is KUBERNETES,
         )
     asset_dir = Path(assets)
     for name in ("etcd", "kube-apiserver"):
@@ -393,6 +395,7 @@ class ControlPlane:
                 audit_policy=audit_policy,
                 audit_log=self.audit_log,
                 node=self.node,
+                gangs=binaries.gangs,
             ),
         )
         self._ssl = ssl.create_default_context(cafile=str(pki["ca"][0]))
@@ -409,12 +412,14 @@ class ControlPlane:
                 pki=pki,
                 flexvolume_dir=self.workdir / "flexvolume",
                 node=self.node,
+                gangs=binaries.gangs,
             )
             + self.controller_manager_args,
         )
         if self.node:
             self._spawn(
-                "kube-scheduler", scheduler_argv(node_binary("kube-scheduler"), kcm_kubeconfig)
+                "kube-scheduler",
+                scheduler_argv(node_binary("kube-scheduler"), kcm_kubeconfig, binaries.gangs),
             )
         # Pod admission needs the namespace's default ServiceAccount.
         self._wait(

@@ -261,12 +261,18 @@ def cluster_config(name: str, *, cgroup_v1: bool, restricted_oom_score_adj: bool
 
     - on cgroup v1, the kubelet (1.35+) must be told it may run there (`failCgroupV1: false`);
     - where oom_score_adj cannot go below 0 (a container's limit), containerd must not ask
-      for -998 on every pause container (`restrict_oom_score_adj`).
+      for -998 on every pause container (`restrict_oom_score_adj`);
+
+    and Kubernetes' own gang scheduling on, as on the real node's plane (`controlplane.argv`).
     """
     lines = [
         "kind: Cluster",
         "apiVersion: kind.x-k8s.io/v1alpha4",
         f"name: {name}",
+        "featureGates:",
+        "  GenericWorkload: true",
+        "runtimeConfig:",
+        '  "scheduling.k8s.io/v1beta1": "true"',
         "nodes:",
         "- role: control-plane",
     ]

@@ -167,6 +167,7 @@ def test_operator_pod_meets_restricted_pod_security(renders, name):
         ("logFormat=text", "logFormat"),
         ("replicaCount=-1", "replicaCount"),
         ("gangScheduling.scheduler=kueue", "gangScheduling/scheduler"),
+        ("gangScheduling.provider=native", "gangScheduling/provider"),
         ("leaderElection.leaseDuration=0", "leaderElection/leaseDuration"),
         ("metrics.serviceMonitor.interval=often", "serviceMonitor/interval"),
         ("metrics.port=8080", "metrics/port"),
@@ -240,7 +241,7 @@ def test_default_args_are_the_operators_flags(renders, monkeypatch):
         args.leader_elect_renew_deadline,
         args.leader_elect_retry_period,
     ) == (15, 10, 2)
-    assert args.gang_scheduler is None
+    assert args.gang_scheduler == "auto"  # Kubernetes' own gangs where served
     # The Lease names this replica by its pod and lives in the pod's namespace.
     env = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}) for e in container["env"]}
     assert env["POD_NAME"] == {"fieldPath": "metadata.name"}
@@ -418,11 +419,23 @@ def test_one_replica_without_leader_election(helm):
     assert proc.returncode != 0 and "leaseDuration > renewDeadline" in proc.stderr
 
 
-@pytest.mark.parametrize("scheduler", ["volcano", "scheduler-plugins"])
-def test_gang_scheduler_value_is_the_operators_flag(helm, scheduler):
-    values = {"gangScheduling": {"scheduler": scheduler, "schedulerName": "gang"}}
+@pytest.mark.parametrize(
+    ("gang", "flag"),
+    [
+        ({}, "auto"),
+        ({"provider": "none"}, "none"),
+        ({"provider": "kubernetes"}, "kubernetes"),
+        ({"provider": "volcano"}, "volcano"),
+        ({"provider": "scheduler-plugins"}, "scheduler-plugins"),
+        # The value it replaced, still read while provider is left at auto.
+        ({"scheduler": "volcano"}, "volcano"),
+        ({"provider": "none", "scheduler": "volcano"}, "none"),
+    ],
+)
+def test_gang_provider_value_is_the_operators_flag(helm, gang, flag):
+    values = {"gangScheduling": {**gang, "schedulerName": "gang"}}
     args = build_parser().parse_args(operator_container(template(helm, values))["args"])
-    assert (args.gang_scheduler, args.gang_scheduler_name) == (scheduler, "gang")
+    assert (args.gang_scheduler, args.gang_scheduler_name) == (flag, "gang")
 
 
 def test_service_monitor_is_off_by_default_and_scrapes_the_metrics_port(helm, renders):

@@ -13,6 +13,7 @@ from tfjob_operator.rules import naming, tfconfig
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.children import Built, JobRef, build, check_additions, children
 from tfjob_operator.rules.gang import Gang
+from tfjob_operator.rules.gang import problems as gang_problems
 
 # The marker of a spec that broke the operator's own code: a bug to report, never a loop.
 INTERNAL_ERROR = "internal error"
@@ -99,6 +100,7 @@ def read_spec(
         problems += [large] if large else []
         added_problems, added_warnings = check_additions(spec)
         problems += added_problems
+        problems += gang_problems(gang, spec)
         if not problems:
             built = build(ref, spec, cluster_domain, gang)
             children(built)  # every builder can read it

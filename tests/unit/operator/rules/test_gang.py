@@ -17,6 +17,7 @@ from tfjob_operator.rules.gang import (
     min_available,
     min_resources,
     pod_group,
+    problems,
 )
 from tfjob_testbed.core.jobs import template, tfjob
 
@@ -183,3 +184,97 @@ def test_pod_group_follows_replica_changes():
     small = pod_group(VOLCANO, JOB, spec({"PS": 1, "Worker": 2}))
     big = pod_group(VOLCANO, JOB, spec({"PS": 1, "Worker": 5}))
     assert (small["spec"]["minMember"], big["spec"]["minMember"]) == (3, 6)
+
+
+NATIVE = Gang(Scheduler.KUBERNETES)
+
+
+def native(replicas, policy=None, classes=None):
+    """A spec whose replica types name these priority classes (type -> class)."""
+    body = tfjob(replicas=replicas, run_policy={"schedulingPolicy": policy} if policy else None)
+    for rt, name in (classes or {}).items():
+        body["spec"]["tfReplicaSpecs"][rt]["template"]["spec"]["priorityClassName"] = name
+    return parse_spec(body["spec"])
+
+
+@pytest.mark.parametrize(
+    ("replicas", "policy", "classes", "min_count", "priority"),
+    [
+        ({"PS": 1, "Worker": 2}, None, None, 3, None),
+        ({"Chief": 1, "Worker": 4, "Evaluator": 1}, None, None, 5, None),
+        ({"PS": 1, "Worker": 4}, {"minAvailable": 2}, None, 2, None),
+        ({"PS": 1, "Worker": 2}, None, {"PS": "high", "Worker": "high"}, 3, "high"),
+        # The Evaluator is no member: its own class does not count.
+        ({"Chief": 1, "Evaluator": 1}, None, {"Chief": "high", "Evaluator": "low"}, 1, "high"),
+    ],
+)
+def test_native_gang_is_a_workload_and_its_pod_group(
+    replicas, policy, classes, min_count, priority
+):
+    made = desired_children(JOB, native(replicas, policy, classes), "cluster.local", gang=NATIVE)
+    kinds = [c["kind"] for c in made]
+    # The Workload, then the PodGroup made from it, both before any pod can be made.
+    assert kinds.index("Workload") < kinds.index("PodGroup") < kinds.index("StatefulSet")
+    workload = made[kinds.index("Workload")]
+    group = made[kinds.index("PodGroup")]
+    for obj in (workload, group):
+        assert obj["apiVersion"] == "scheduling.k8s.io/v1beta1"
+        assert (obj["metadata"]["name"], obj["metadata"]["namespace"]) == ("mnist", "team-a")
+        (owner,) = obj["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["uid"], owner["controller"]) == ("TFJob", "uid-1", True)
+    gang = {"gang": {"minCount": min_count}}
+    assert workload["spec"]["controllerRef"] == {
+        "apiGroup": "tfjob.dev",
+        "kind": "TFJob",
+        "name": "mnist",
+    }
+    (tpl,) = workload["spec"]["podGroupTemplates"]
+    assert tpl == {"name": "tfjob", "schedulingPolicy": gang} | (
+        {"priorityClassName": priority} if priority else {}
+    )
+    assert group["spec"] == {
+        "workloadRef": {"workloadName": "mnist", "templateName": "tfjob"},
+        "schedulingPolicy": gang,
+    } | ({"priorityClassName": priority} if priority else {})
+    for sts in (c for c in made if c["kind"] == "StatefulSet"):
+        pod = sts["spec"]["template"]["spec"]
+        # The default scheduler's own plugin places the gang: no schedulerName of its own.
+        assert "schedulerName" not in pod
+        evaluator = sts["metadata"]["name"].endswith("-evaluator")
+        assert pod.get("schedulingGroup") == (None if evaluator else {"podGroupName": "mnist"})
+
+
+def test_a_native_gang_of_kubeflows_group_names_its_controller_there():
+    ref = JobRef("mnist", "team-a", "uid-1", "kubeflow.org/v1")
+    made = desired_children(ref, native({"Worker": 2}), "cluster.local", gang=NATIVE)
+    (workload,) = [c for c in made if c["kind"] == "Workload"]
+    assert workload["spec"]["controllerRef"]["apiGroup"] == "kubeflow.org"
+
+
+def test_a_native_gang_needs_one_priority_and_says_which_differ():
+    mixed = native({"PS": 1, "Worker": 2}, classes={"Worker": "high"})
+    (problem,) = problems(NATIVE, mixed)
+    assert problem.endswith("the replica types name PS none, Worker 'high'")
+    assert problems(VOLCANO, mixed) == [] and problems(None, mixed) == []
+
+
+def test_a_native_gang_ignores_what_only_other_schedulers_read():
+    s = spec({"PS": 1, "Worker": 2}, POLICY)
+    assert [w.split(":")[0] for w in ignored_fields(NATIVE, s)] == [
+        "spec.runPolicy.schedulingPolicy.minResources",
+        "spec.runPolicy.schedulingPolicy.queue",
+        "spec.runPolicy.schedulingPolicy.priorityClass",
+        "spec.runPolicy.schedulingPolicy.scheduleTimeoutSeconds",
+    ]
+
+
+def test_a_resize_changes_only_the_native_gangs_min_count():
+    small = desired_children(JOB, native({"PS": 1, "Worker": 2}), "cluster.local", gang=NATIVE)
+    big = desired_children(JOB, native({"PS": 1, "Worker": 5}), "cluster.local", gang=NATIVE)
+    for kind in ("Workload", "PodGroup"):
+        (a,) = [c for c in small if c["kind"] == kind]
+        (b,) = [c for c in big if c["kind"] == kind]
+        # Everything else in them is immutable once made.
+        assert a["metadata"] == b["metadata"]
+        text_a, text_b = str(a["spec"]), str(b["spec"])
+        assert text_a.replace("3", "6") == text_b
