@@ -95,3 +95,33 @@ def test_scheduler() -> None:
         "--leader-elect=false",
         "--secure-port=0",
     ]
+
+
+@pytest.mark.parametrize("gangs", [False, True])
+def test_kubernetes_own_gangs_are_on_in_every_component_that_reads_the_gate(gangs: bool) -> None:
+    """The API server serves scheduling.k8s.io/v1beta1 and all three take GenericWorkload,
+    only for a release that has them (1.37+)."""
+    api = apiserver_argv(
+        Path("/bin/kube-apiserver"),
+        etcd_url="http://c:1",
+        pki_dir=PKI,
+        pki=CERTS,
+        address="10.1.2.3",
+        port=6443,
+        audit_policy=Path("/w/audit-policy.json"),
+        audit_log=Path("/w/audit.log"),
+        node=True,
+        gangs=gangs,
+    )
+    kcm = controller_manager_argv(
+        Path("/bin/kcm"),
+        kubeconfig=Path("/w/kcm.kubeconfig"),
+        pki=CERTS,
+        flexvolume_dir=Path("/w/flex"),
+        node=True,
+        gangs=gangs,
+    )
+    scheduler = scheduler_argv(Path("/bin/kube-scheduler"), Path("/w/k"), gangs)
+    for argv in (api, kcm, scheduler):
+        assert (flags(argv).get("feature-gates") == "GenericWorkload=true") is gangs
+    assert (flags(api).get("runtime-config") == "scheduling.k8s.io/v1beta1=true") is gangs

@@ -156,3 +156,12 @@ def test_cluster_config_adds_only_what_the_host_needs(
     assert bool(toml) is containerd_patch
     if toml:
         assert "restrict_oom_score_adj = true" in toml[0]
+
+
+def test_cluster_config_turns_kubernetes_own_gangs_on() -> None:
+    """As on the real node's plane: the gate on every component, the API version served."""
+    config = yaml.safe_load(
+        parts.cluster_config("c", cgroup_v1=False, restricted_oom_score_adj=False)
+    )
+    assert config["featureGates"] == {"GenericWorkload": True}
+    assert config["runtimeConfig"] == {"scheduling.k8s.io/v1beta1": "true"}
