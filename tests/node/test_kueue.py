@@ -278,6 +278,11 @@ def test_borrowing_job_preempted_by_another_team_resumes_on_another_flavor(
     assert_figures(cluster, a, admitted=1, pending=0)
     wait_halfway_past_a_checkpoint(first)
     assert_not_taken_over(cluster, namespace, "queued")
+    # Kueue admitted it, and Kubernetes placed it as one gang (the bed serves the gang API).
+    group = cluster.get("podgroups.scheduling.k8s.io", "queued", "-n", namespace)
+    assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 4}}, group
+    for pod in job_pods(cluster, namespace, "queued"):
+        assert pod["spec"]["schedulingGroup"] == {"podGroupName": "queued"}
 
     # Team B's job, of a higher priority, reclaims its quota: team A's pods stop.
     first_uid = {
