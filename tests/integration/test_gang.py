@@ -293,3 +293,59 @@ def test_native_gangs_asked_for_where_not_served_are_said(
         )
         job.wait_event(name, st.Reason.RECONCILE_ERROR)
         assert job.statefulsets(name) == {}, "no pod is made outside its gang"
+
+
+def raw_pods(custom, ns: str, name: str) -> dict[str, dict]:
+    """The job's pods as the API server keeps them, by name (the typed client may predate
+    spec.schedulingGroup)."""
+    found = custom.api_client.call_api(
+        f"/api/v1/namespaces/{ns}/pods", "GET", query_params=[("labelSelector", f"tfjob.dev/job-name={name}")],
+        response_type="object", _return_http_data_only=True,
+    )  # fmt: skip
+    return {p["metadata"]["name"]: p for p in found["items"]}
+
+
+def test_a_job_running_outside_a_gang_joins_one_only_when_all_its_pods_are_made_again(
+    operator, control_plane, kubelet, kubectl, job, custom, ns, tmp_path
+):
+    """A job whose pods ran before the operator made gangs (an upgrade; the gate turned on):
+    a pod made again alone stays outside the group (inside, it would wait for a gang that
+    never forms); once every pod is made again together (a resize restarts them all), the
+    job is a gang."""
+    if not native_served(custom):
+        pytest.skip("needs scheduling.k8s.io/v1beta1 (the 1.37 pass)")
+    with stepped_aside(
+        operator, control_plane.kubeconfig, tmp_path / "op.log", ["--gang-scheduler=none"]
+    ):
+        name = job.create(tfjob(name="upgraded", replicas={"Worker": 2}))
+        kubelet.run_all(job.wait_pods(name, 2))
+        job.wait_state(name, "Running")
+    # The operator as installed again (auto: Kubernetes' own gangs). One pod is made again.
+    first = raw_pods(custom, ns, name)
+    kubectl("delete", "pod", "upgraded-worker-1", "-n", ns, "--wait=false")
+    again = wait_for(
+        lambda: (
+            (p := raw_pods(custom, ns, name).get("upgraded-worker-1"))
+            and p["metadata"]["uid"] != first["upgraded-worker-1"]["metadata"]["uid"]
+            and p
+        ),
+        30,
+        "worker 1 made again",
+    )
+    assert "schedulingGroup" not in again["spec"], "made alone into a group it would wait"
+    assert "schedulingGroup" not in raw_pods(custom, ns, name)["upgraded-worker-0"]["spec"]
+
+    patch = {"spec": {"tfReplicaSpecs": {"Worker": {"replicas": 3}}}}
+    kubectl("patch", "tfj", name, "-n", ns, "--type=merge", "-p", json.dumps(patch))
+
+    def all_in_the_gang() -> dict | None:
+        pods = raw_pods(custom, ns, name)
+        live = [p for p in pods.values() if not p["metadata"].get("deletionTimestamp")]
+        ok = len(live) == 3 and all(
+            p["spec"].get("schedulingGroup") == {"podGroupName": name} for p in live
+        )
+        return pods if ok else None
+
+    wait_for(all_in_the_gang, 60, "every worker made again in the gang")
+    group = pod_group(custom, Scheduler.KUBERNETES, ns, name)
+    assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 3}}

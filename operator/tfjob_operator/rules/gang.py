@@ -16,6 +16,7 @@ Three schedulers are supported, each with its own PodGroup kind:
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -275,6 +276,26 @@ def ignored_fields(gang: Gang | None, spec: TFJobSpec) -> list[str]:
         for name, value in unused_by[gang.scheduler]
         if value is not None
     ]
+
+
+def joined(
+    gang: Gang | None, pods: Iterable[Any], current: Callable[[ReplicaType], str]
+) -> Gang | None:
+    """The gang the job's pods are made to join now. Kubernetes' own counts toward minCount
+    only the pods that name the group, so a pod made alone into it while the job's other pods
+    run outside it (made before the operator offered gangs: an upgrade, a gate turned on)
+    would wait for them forever. Such a job stays outside until those pods are all made again:
+    a pod counts as staying if it is not being deleted and its `spec_hash` is `current` for its
+    replica type (an outdated one is restarted with its job); `pods` are `PodObservation`s."""
+    if gang is None or gang.scheduler is not Scheduler.KUBERNETES:
+        return gang
+    for p in pods:
+        if p.gang or p.deleting or p.replica_type is ReplicaType.EVALUATOR:
+            continue
+        if p.spec_hash and p.spec_hash != current(p.replica_type):
+            continue
+        return None
+    return gang
 
 
 def join(gang: Gang, job: str, rt: ReplicaType, template: dict[str, Any]) -> None:

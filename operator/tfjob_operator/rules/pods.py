@@ -92,6 +92,8 @@ class PodObservation:
     spec_hash: str = ""
     # The uid of the StatefulSet that controls it (`lineage`).
     owner: str = ""
+    # The PodGroup of Kubernetes' own gang it names (spec.schedulingGroup), "" for none.
+    gang: str = ""
 
     @property
     def up(self) -> bool:
@@ -229,4 +231,5 @@ def observe(pod: dict[str, Any]) -> PodObservation | None:
         revision=labels.get(naming.LABEL_REVISION, ""),
         spec_hash=(meta.get("annotations") or {}).get(naming.ANNOTATION_SPEC_HASH, ""),
         owner=lineage.controller_uid(meta),
+        gang=((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName") or "",
     )

@@ -12,8 +12,8 @@ from typing import Any
 
 from tfjob_operator.api.spec import ReplicaType, TFJobSpec
 from tfjob_operator.rules import status as st
-from tfjob_operator.rules.children import Built, JobRef, Manifest, build
-from tfjob_operator.rules.gang import Gang, ignored_fields
+from tfjob_operator.rules.children import Built, JobRef, Manifest, build, spec_hash
+from tfjob_operator.rules.gang import Gang, ignored_fields, joined
 from tfjob_operator.rules.kueue.admission import Placement
 from tfjob_operator.rules.kueue.queue import QueueView
 from tfjob_operator.rules.kueue.workload import WorkloadDecision
@@ -327,10 +327,11 @@ def _templates(job: JobView, spec: TFJobSpec, seen: Observation) -> Callable[[],
     """The job's pod templates, rendered at most once and only when asked for (a finished job
     outside Kueue needs none): the ones the spec check rendered serve when they were rendered
     for this cluster domain and gang."""
+    gang = joined(seen.gang, seen.pods, lambda rt: spec_hash(job.ref, spec, rt))
     checked = job.built
-    if checked is not None and checked.serves(job.ref, spec, seen.cluster_domain, seen.gang):
+    if checked is not None and checked.serves(job.ref, spec, seen.cluster_domain, gang):
         return lambda: checked
-    return functools.cache(lambda: build(job.ref, spec, seen.cluster_domain, seen.gang))
+    return functools.cache(lambda: build(job.ref, spec, seen.cluster_domain, gang))
 
 
 def _run(

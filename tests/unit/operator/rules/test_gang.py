@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tfjob_operator.api.spec import SpecError, parse_spec
+from tfjob_operator.api.spec import ReplicaType, SpecError, parse_spec
 from tfjob_operator.rules.children import JobRef, desired_children
 from tfjob_operator.rules.gang import (
     COSCHEDULING_LABEL,
@@ -14,11 +14,13 @@ from tfjob_operator.rules.gang import (
     Scheduler,
     format_quantity,
     ignored_fields,
+    joined,
     min_available,
     min_resources,
     pod_group,
     problems,
 )
+from tfjob_operator.rules.pods import PodObservation
 from tfjob_testbed.core.jobs import template, tfjob
 
 JOB = JobRef("mnist", "team-a", "uid-1")
@@ -278,3 +280,38 @@ def test_a_resize_changes_only_the_native_gangs_min_count():
         assert a["metadata"] == b["metadata"]
         text_a, text_b = str(a["spec"]), str(b["spec"])
         assert text_a.replace("3", "6") == text_b
+
+
+def pod(rt, gang="", deleting=False, spec_hash="now"):
+    return PodObservation(
+        f"p-{rt.value}", "uid", rt, 0, running=True, deleting=deleting, spec_hash=spec_hash,
+        gang=gang,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("pods", "joins"),
+    [
+        ([], True),  # a new job, or one whose pods are all gone (suspended, restarted)
+        ([pod(ReplicaType.PS, "mnist"), pod(ReplicaType.WORKER, "mnist")], True),
+        # One pod made again (a lost node): the others are in the group, so it joins them.
+        ([pod(ReplicaType.PS, "mnist")], True),
+        # Made before the operator offered gangs: a pod made now alone in the group would wait
+        # for the others forever, so the job stays outside.
+        ([pod(ReplicaType.PS), pod(ReplicaType.WORKER, "mnist")], False),
+        ([pod(ReplicaType.CHIEF, spec_hash="")], False),
+        # ...until those pods go: deleted, or outdated (restarted with the job now).
+        ([pod(ReplicaType.PS, deleting=True)], True),
+        ([pod(ReplicaType.PS, spec_hash="before")], True),
+        # The Evaluator is never in the group.
+        ([pod(ReplicaType.EVALUATOR)], True),
+    ],
+)
+def test_a_job_joins_a_native_gang_unless_pods_that_stay_run_outside_it(pods, joins):
+    assert joined(NATIVE, pods, lambda rt: "now") == (NATIVE if joins else None)
+
+
+def test_other_gangs_are_joined_as_they_were():
+    outside = [pod(ReplicaType.PS)]
+    assert joined(VOLCANO, outside, lambda rt: "now") == VOLCANO
+    assert joined(None, outside, lambda rt: "now") is None
