@@ -298,8 +298,9 @@ def test_native_gangs_asked_for_where_not_served_are_said(
 def raw_pods(custom, ns: str, name: str) -> dict[str, dict]:
     """The job's pods as the API server keeps them, by name (the typed client may predate
     spec.schedulingGroup)."""
+    selector = [("labelSelector", f"tfjob.dev/job-name={name}")]
     found = custom.api_client.call_api(
-        f"/api/v1/namespaces/{ns}/pods", "GET", query_params=[("labelSelector", f"tfjob.dev/job-name={name}")],
+        f"/api/v1/namespaces/{ns}/pods", "GET", query_params=selector,
         response_type="object", _return_http_data_only=True,
     )  # fmt: skip
     return {p["metadata"]["name"]: p for p in found["items"]}
