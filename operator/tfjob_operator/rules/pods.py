@@ -162,15 +162,21 @@ def _disruption(pod: dict[str, Any]) -> str:
     return ""
 
 
+# Why the scheduler did not place a pod, as its PodScheduled condition says: it fits nowhere
+# (its gang included), or the scheduler could not try (a gang whose pods' priorities differ).
+NOT_PLACED = ("Unschedulable", "SchedulerError")
+
+
 def _stuck(pod: dict[str, Any], state: dict[str, Any]) -> Stuck | None:
     waiting = state.get("waiting") or {}
     if waiting.get("reason") and waiting["reason"] not in ROUTINE_WAITING:
         return Stuck(waiting["reason"], waiting.get("message") or "")
     for cond in (pod.get("status") or {}).get("conditions") or []:
-        if (cond.get("type"), cond.get("status")) == ("PodScheduled", "False") and cond.get(
-            "reason"
-        ) == "Unschedulable":
-            return Stuck("Unschedulable", cond.get("message") or "")
+        reason = cond.get("reason")
+        if (cond.get("type"), cond.get("status")) == ("PodScheduled", "False") and (
+            reason in NOT_PLACED
+        ):
+            return Stuck(reason, cond.get("message") or "")
     return None
 
 

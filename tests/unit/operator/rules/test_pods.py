@@ -36,6 +36,13 @@ UNSCHEDULABLE = {
         ),
         (None, [UNSCHEDULABLE], Stuck("Unschedulable", UNSCHEDULABLE["message"])),
         (None, [{**UNSCHEDULABLE, "status": "True"}], None),
+        (
+            None,
+            [{**UNSCHEDULABLE, "reason": "SchedulerError", "message": "priority differs"}],
+            Stuck("SchedulerError", "priority differs"),
+        ),
+        # Held by a scheduling gate (Kueue's, say) on purpose: nothing to say.
+        (None, [{**UNSCHEDULABLE, "reason": "SchedulingGated", "message": ""}], None),
     ],
 )
 def test_what_keeps_a_pod_from_starting(container, conditions, stuck):
