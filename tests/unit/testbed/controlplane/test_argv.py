@@ -37,7 +37,7 @@ def test_etcd_listens_where_it_advertises() -> None:
     assert f["data-dir"] == "/w/etcd-data"
 
 
-def apiserver(node: bool) -> list[str]:
+def apiserver(node: bool, gangs: bool = False) -> list[str]:
     return apiserver_argv(
         Path("/bin/kube-apiserver"),
         etcd_url="http://c:1",
@@ -48,6 +48,7 @@ def apiserver(node: bool) -> list[str]:
         audit_policy=Path("/w/audit-policy.json"),
         audit_log=Path("/w/audit.log"),
         node=node,
+        gangs=gangs,
     )
 
 
@@ -101,18 +102,7 @@ def test_scheduler() -> None:
 def test_kubernetes_own_gangs_are_on_in_every_component_that_reads_the_gate(gangs: bool) -> None:
     """The API server serves scheduling.k8s.io/v1beta1 and all three take GenericWorkload,
     only for a release that has them (1.37+)."""
-    api = apiserver_argv(
-        Path("/bin/kube-apiserver"),
-        etcd_url="http://c:1",
-        pki_dir=PKI,
-        pki=CERTS,
-        address="10.1.2.3",
-        port=6443,
-        audit_policy=Path("/w/audit-policy.json"),
-        audit_log=Path("/w/audit.log"),
-        node=True,
-        gangs=gangs,
-    )
+    api = apiserver(node=True, gangs=gangs)
     kcm = controller_manager_argv(
         Path("/bin/kcm"),
         kubeconfig=Path("/w/kcm.kubeconfig"),
