@@ -65,6 +65,10 @@ def one_run(cluster: Cluster, replicas: dict[str, int]) -> tuple[float, str]:
         time.sleep(POLL)
     else:
         raise SystemExit(f"{want} pods not bound within {DEADLINE}s in {ns}")
+    # The job first, its pods gone with it; then its namespace.
+    cluster.kubectl(
+        "delete", "tfjobs.tfjob.dev", "bench", "-n", ns, "--wait=true", "--timeout=300s"
+    )
     cluster.kubectl("delete", "namespace", ns, "--wait=true", "--timeout=300s")
     return took, ns
 

@@ -69,6 +69,7 @@ AUDIT_POLICY = {
                 {"group": "", "resources": ["services", "persistentvolumeclaims", "events"]},
                 {"group": "scheduling.volcano.sh"},
                 {"group": "scheduling.x-k8s.io"},
+                {"group": "scheduling.k8s.io", "resources": ["podgroups", "workloads"]},
             ],
         },
         {"level": "Metadata", "verbs": ["get", "list"], "resources": [{"resources": ["events"]}]},
