@@ -25,6 +25,7 @@ from tfjob_operator.controller.jobstate import JobKey
 from tfjob_operator.controller.projections import job_record
 from tfjob_operator.controller.reconcile import Reconciler
 from tfjob_operator.rules import status as st
+from tfjob_operator.rules.gang import Gang
 from tfjob_operator.rules.kueue.queue import Queueing
 from tfjob_operator.rules.pods import observe
 from tfjob_operator.rules.statefulsets import observe_statefulset
@@ -47,6 +48,7 @@ class Scenario:
     edits: dict[int, Callable[[dict[str, Any]], None] | str] = field(default_factory=dict)
     ticks: int = 12
     expect: str = "Succeeded"  # the fault-free run's end: a terminal state, or "Deleted"
+    gang: Gang | None = None  # the operator's gang scheduler
 
 
 @dataclass(frozen=True)
@@ -83,8 +85,8 @@ class Operator:
     """The operator's process on the simulated cluster: a `Reconciler` with kopf's indexes
     filled from the world, made anew after a crash."""
 
-    def __init__(self, world: World, kube: SimKube, key: JobKey) -> None:
-        self.world, self.kube, self.key = world, kube, key
+    def __init__(self, world: World, kube: SimKube, key: JobKey, gang: Gang | None = None) -> None:
+        self.world, self.kube, self.key, self.gang = world, kube, key, gang
         self.jobs: dict[JobKey, list[dict[str, Any]]] = {}
         self.pods: dict[JobKey, list[Any]] = {}
         self.sets: dict[JobKey, list[Any]] = {}
@@ -100,6 +102,7 @@ class Operator:
             pods=self.pods,
             statefulsets=self.sets,
             clock=lambda: float(self.world.rv),
+            gang=self.gang,
             queueing=Queueing(),
         )
 
@@ -161,7 +164,7 @@ def run(scenario: Scenario, fault: Fault | None = None) -> Run:
         events.append(reason)
 
     kopf.event = event  # type: ignore[assignment]
-    op = Operator(world, kube, key)
+    op = Operator(world, kube, key, scenario.gang)
     try:
         _create(world, scenario.job)
         for tick in range(scenario.ticks):

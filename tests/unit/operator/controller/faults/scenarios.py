@@ -8,6 +8,7 @@ from typing import Any
 from tests.unit.operator.controller.faults.explorer import Scenario
 from tests.unit.operator.controller.faults.sim import exits
 from tfjob_operator.rules import kueue
+from tfjob_operator.rules.gang import Gang, Scheduler
 from tfjob_testbed.core.jobs import tfjob
 
 PS_CHIEF = {"PS": 1, "Chief": 1, "Worker": 2}
@@ -94,6 +95,16 @@ SCENARIOS = [
         {("worker", 0): exits(0, after=6, then=lambda n: (3, 0))},
         edits={2: _set("tfReplicaSpecs.Worker.replicas", 3)},
         ticks=14,
+    ),
+    # The same as a gang of Kubernetes' own: the Workload and PodGroup made before the pods,
+    # their minCount following the resize, every pod in the group.
+    Scenario(
+        "gang-resize",
+        _job({"Worker": 2}),
+        {("worker", 0): exits(0, after=6, then=lambda n: (3, 0))},
+        edits={2: _set("tfReplicaSpecs.Worker.replicas", 3)},
+        ticks=14,
+        gang=Gang(Scheduler.KUBERNETES),
     ),
     # A worker-only template edit: every task restarts together, then the chief ends it.
     Scenario(

@@ -108,6 +108,7 @@ class Pod:
     grace: int | None = None
     labels: dict[str, str] = field(default_factory=dict)
     lost: bool = False  # its node stopped answering: the pod shows what its kubelet last said
+    group: str = ""  # the PodGroup its template named (spec.schedulingGroup), if any
 
     def body(self, namespace: str) -> dict[str, Any]:
         c = self.container
@@ -144,11 +145,13 @@ class Pod:
             status["conditions"] = [
                 {"type": "Ready", "status": "False", "lastTransitionTime": "2000-01-01T00:00:00Z"}
             ]
-        return {
-            "metadata": meta,
-            "spec": {"nodeName": "node-1", "containers": [{"name": "tensorflow", "image": "x"}]},
-            "status": status,
+        spec: dict[str, Any] = {
+            "nodeName": "node-1",
+            "containers": [{"name": "tensorflow", "image": "x"}],
         }
+        if self.group:
+            spec["schedulingGroup"] = {"podGroupName": self.group}
+        return {"metadata": meta, "spec": spec, "status": status}
 
 
 @dataclass
@@ -292,7 +295,9 @@ class World:
         annotations = s.manifest["spec"]["template"]["metadata"].get("annotations") or {}
         spec_hash = annotations.get(naming.ANNOTATION_SPEC_HASH, "")
         labels = dict(s.manifest["spec"]["template"]["metadata"].get("labels") or {})
+        group = s.manifest["spec"]["template"]["spec"].get("schedulingGroup") or {}
         p = Pod(name, self.uid("pod"), task, s.uid, s.revision, spec_hash, labels=labels)
+        p.group = group.get("podGroupName", "")
         self.pods[name] = p
         self._start(p)
 
