@@ -613,8 +613,9 @@ def _check_manifest(cluster: Cluster, body: dict[str, Any], namespace: str, stem
         return status if running or why_all else None
 
     status = wait_for(said_why, POD_WAIT, f"{job} Running or every pod waiting with a reason")
-    # A gang of Kubernetes' own (1.37 with its gate, as here) is placed whole or not at all, and
-    # the scheduler gives each of its pods the pod group's word, not the pod's own.
+    # A gang of Kubernetes' own (1.37 with its gate, as here) is placed whole or not at all: a
+    # pod the scheduler tried with its group has the pod group's word, one that fit nowhere by
+    # itself its own.
     gang = {
         p["metadata"]["name"]
         for p in by_job(cluster, "pods", job, namespace)
@@ -623,7 +624,7 @@ def _check_manifest(cluster: Cluster, body: dict[str, Any], namespace: str, stem
     for pod_name, why in (status.get("waiting") or {}).items():
         if why.startswith("NotScheduled"):
             assert "volcano" in why, why
-        elif why.startswith("Unschedulable") and pod_name in gang:
+        elif why.startswith("Unschedulable") and pod_name in gang and "minCount" in why:
             assert f"minCount ({len(want)}) cannot be satisfied" in why, why
         elif why.startswith("Unschedulable") and stem == "node-selector-tolerations":
             assert "didn't match Pod's node affinity/selector" in why, why
