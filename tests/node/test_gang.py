@@ -16,7 +16,14 @@ from typing import Any
 
 import pytest
 
-from tests.node.helpers import POD_WAIT, fast_job, helm_operator, is_true, wait_ended
+from tests.node.helpers import (
+    POD_WAIT,
+    fast_job,
+    helm_operator,
+    is_true,
+    job_pods,
+    wait_ended,
+)
 from tfjob_testbed.cluster import Cluster
 from tfjob_testbed.core.kube import wait_for
 from tfjob_testbed.nodes.realnode import GPUS
@@ -41,14 +48,15 @@ def gpu_job(name: str, chief_class: str = "") -> dict[str, Any]:
     return body
 
 
-def job_pods(cluster: Cluster, namespace: str, job: str) -> list[dict[str, Any]]:
-    got = cluster.get("pods", "-n", namespace, "-l", f"training.kubeflow.org/job-name={job}")
-    return [p for p in got.get("items") or [] if not p["metadata"].get("deletionTimestamp")]
+def live_pods(cluster: Cluster, namespace: str, job: str) -> list[dict[str, Any]]:
+    """The job's pods but those being deleted."""
+    pods = job_pods(cluster, namespace, job)
+    return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
 
 
 def bound(cluster: Cluster, namespace: str, job: str) -> int:
     """How many of the job's pods the scheduler has bound to a node."""
-    return sum(1 for p in job_pods(cluster, namespace, job) if p["spec"].get("nodeName"))
+    return sum(1 for p in live_pods(cluster, namespace, job) if p["spec"].get("nodeName"))
 
 
 def blocker(cluster: Cluster, namespace: str, gpus: int) -> str:
@@ -106,8 +114,8 @@ def test_every_job_is_a_gang_of_its_own(cluster: Cluster, namespace: str) -> Non
     for obj in (group, workload):
         (owner,) = obj["metadata"]["ownerReferences"]
         assert (owner["kind"], owner["name"]) == ("TFJob", "gang-made")
-    wait_for(lambda: len(job_pods(cluster, namespace, "gang-made")) == 2, POD_WAIT, "2 pods")
-    for p in job_pods(cluster, namespace, "gang-made"):
+    wait_for(lambda: len(live_pods(cluster, namespace, "gang-made")) == 2, POD_WAIT, "2 pods")
+    for p in live_pods(cluster, namespace, "gang-made"):
         # Not dropped by the API server: its gate is on.
         assert p["spec"]["schedulingGroup"] == {"podGroupName": "gang-made"}
     wait_ended(cluster, "gang-made", namespace)
@@ -127,7 +135,7 @@ def test_a_job_that_cannot_fit_whole_binds_no_pod_says_so_and_runs_once_it_can(
         POD_WAIT,
         "the job to say its pods wait",
     )
-    assert bound(cluster, namespace, "gang-waits") == 0, job_pods(cluster, namespace, "gang-waits")
+    assert bound(cluster, namespace, "gang-waits") == 0, live_pods(cluster, namespace, "gang-waits")
     assert all(why.startswith("Unschedulable: ") for why in waiting.values()), waiting
     events = cluster.get("events", "-n", namespace, "--field-selector",
                          "involvedObject.name=gang-waits")  # fmt: skip
@@ -165,7 +173,7 @@ def apply_at_once(cluster: Cluster, namespace: str, jobs: list[dict[str, Any]]) 
             cluster.apply(job, namespace)
         for job in jobs:
             name = job["metadata"]["name"]
-            wait_for(lambda n=name: len(job_pods(cluster, namespace, n)) == 2, POD_WAIT,
+            wait_for(lambda n=name: len(live_pods(cluster, namespace, n)) == 2, POD_WAIT,
                      f"{name}'s pods made")  # fmt: skip
     finally:
         cluster.kubectl("uncordon", node)
@@ -218,6 +226,6 @@ def test_without_gangs_the_same_pair_holds_a_gpu_each_and_neither_trains(
     wait_for(half_bound, POD_WAIT, "each job holding one GPU, its worker waiting for another")
     for j in jobs:
         assert (
-            "schedulingGroup" not in job_pods(cluster, namespace, j["metadata"]["name"])[0]["spec"]
+            "schedulingGroup" not in live_pods(cluster, namespace, j["metadata"]["name"])[0]["spec"]
         )
         assert not cluster.get("podgroups.scheduling.k8s.io", "-n", namespace)["items"]

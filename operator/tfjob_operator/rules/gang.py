@@ -218,9 +218,8 @@ def gang_children(gang: Gang, job: Any, spec: TFJobSpec) -> list[Manifest]:
 
 
 def pod_group(gang: Gang, job: Any, spec: TFJobSpec) -> Manifest:
-    """The job's PodGroup for `gang.scheduler`; `job` is the owning JobRef."""
-    if gang.scheduler is Scheduler.KUBERNETES:
-        return _native(job, spec)[1]
+    """The job's PodGroup for Volcano or scheduler-plugins (Kubernetes' own: `_native`);
+    `job` is the owning JobRef."""
     policy = spec.run_policy.scheduling_policy or SchedulingPolicy()
     group, version, _ = gang.scheduler.api
     body: dict[str, Any] = {"minMember": min_available(spec)}

@@ -74,16 +74,20 @@ def test_apiserver_reaches_a_kubelet_only_where_a_node_runs(node: bool) -> None:
     assert ("kubelet-client-certificate" in f) is node
 
 
-@pytest.mark.parametrize("node", [False, True])
-def test_controller_manager_marks_a_lost_node_sooner_where_a_node_runs(node: bool) -> None:
-    argv = controller_manager_argv(
+def controller_manager(node: bool, gangs: bool = False) -> list[str]:
+    return controller_manager_argv(
         Path("/bin/kcm"),
         kubeconfig=Path("/w/kcm.kubeconfig"),
         pki=CERTS,
         flexvolume_dir=Path("/w/flexvolume"),
         node=node,
+        gangs=gangs,
     )
-    f = flags(argv)
+
+
+@pytest.mark.parametrize("node", [False, True])
+def test_controller_manager_marks_a_lost_node_sooner_where_a_node_runs(node: bool) -> None:
+    f = flags(controller_manager(node))
     assert f["cluster-signing-cert-file"] == str(CERTS["ca"][0])
     assert f["controllers"] == "*"
     assert f.get("node-monitor-grace-period") == ("20s" if node else None)
@@ -103,14 +107,7 @@ def test_kubernetes_own_gangs_are_on_in_every_component_that_reads_the_gate(gang
     """The API server serves scheduling.k8s.io/v1beta1 and all three take GenericWorkload,
     only for a release that has them (1.37+)."""
     api = apiserver(node=True, gangs=gangs)
-    kcm = controller_manager_argv(
-        Path("/bin/kcm"),
-        kubeconfig=Path("/w/kcm.kubeconfig"),
-        pki=CERTS,
-        flexvolume_dir=Path("/w/flex"),
-        node=True,
-        gangs=gangs,
-    )
+    kcm = controller_manager(node=True, gangs=gangs)
     scheduler = scheduler_argv(Path("/bin/kube-scheduler"), Path("/w/k"), gangs)
     for argv in (api, kcm, scheduler):
         assert (flags(argv).get("feature-gates") == "GenericWorkload=true") is gangs

@@ -3,6 +3,7 @@ edits, by tick."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from tests.unit.operator.controller.faults.explorer import Scenario
@@ -46,6 +47,15 @@ def _env(rt: str, value: str) -> Any:
     return edit
 
 
+# Two workers become three, then worker 0 ends the job.
+RESIZE = Scenario(
+    "resize",
+    _job({"Worker": 2}),
+    {("worker", 0): exits(0, after=6, then=lambda n: (3, 0))},
+    edits={2: _set("tfReplicaSpecs.Worker.replicas", 3)},
+    ticks=14,
+)
+
 SCENARIOS = [
     # The chief's exit 0 ends the job; the rest of the cluster is cleaned up.
     Scenario("chief-succeeds", _job(PS_CHIEF), {("chief", 0): exits(0, after=3)}),
@@ -88,24 +98,10 @@ SCENARIOS = [
         edits={2: _set("runPolicy.suspend", True), 5: _set("runPolicy.suspend", False)},
         ticks=14,
     ),
-    # Two workers become three, then worker 0 ends the job.
-    Scenario(
-        "resize",
-        _job({"Worker": 2}),
-        {("worker", 0): exits(0, after=6, then=lambda n: (3, 0))},
-        edits={2: _set("tfReplicaSpecs.Worker.replicas", 3)},
-        ticks=14,
-    ),
+    RESIZE,
     # The same as a gang of Kubernetes' own: the Workload and PodGroup made before the pods,
     # their minCount following the resize, every pod in the group.
-    Scenario(
-        "gang-resize",
-        _job({"Worker": 2}),
-        {("worker", 0): exits(0, after=6, then=lambda n: (3, 0))},
-        edits={2: _set("tfReplicaSpecs.Worker.replicas", 3)},
-        ticks=14,
-        gang=Gang(Scheduler.KUBERNETES),
-    ),
+    dataclasses.replace(RESIZE, name="gang-resize", gang=Gang(Scheduler.KUBERNETES)),
     # A worker-only template edit: every task restarts together, then the chief ends it.
     Scenario(
         "worker-template-edit",
