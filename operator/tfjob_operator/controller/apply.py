@@ -109,6 +109,20 @@ async def restart_pods(kube: Kube, job: JobState, namespace: str, decision: Deci
     )
 
 
+async def release_pods(
+    kube: Kube, released: set[str], namespace: str, pods: list[tuple[str, str]]
+) -> set[str]:
+    """Let go of the pods (name, uid) the operator's finalizer no longer holds
+    (`lifecycle.ended`), each once while the watch may still show it held; the uids asked."""
+    new = [(name, uid) for name, uid in pods if uid not in released]
+    if new:
+        log.info("%s: letting go of %d pods: %s", namespace, len(new), " ".join(n for n, _ in new))
+        await asyncio.gather(
+            *(asyncio.to_thread(kube.release_pod, namespace, name, uid) for name, uid in new)
+        )
+    return {uid for _, uid in pods}
+
+
 async def end_done_pods(kube: Kube, job: JobState, namespace: str, decision: Decision) -> None:
     """Delete the pods of a finished job whose task is done, with the short grace period of
     `limits.done_pods`."""

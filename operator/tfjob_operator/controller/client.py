@@ -20,8 +20,8 @@ import kubernetes
 from tfjob_operator.api.spec import GROUP, GROUPS, PLURAL, VERSION
 from tfjob_operator.controller import ownership
 from tfjob_operator.controller.ratelimit import MAX_RETRIES, TokenBucket, retry_after
-from tfjob_operator.controller.rest import APPLY, JSON, JSON_PATCH, MERGE, Rest, path
-from tfjob_operator.rules import kubeflow, kueue, lineage, naming
+from tfjob_operator.controller.rest import APPLY, JSON, JSON_PATCH, MERGE, STRATEGIC, Rest, path
+from tfjob_operator.rules import kubeflow, kueue, lineage, naming, restartpolicy
 from tfjob_operator.rules.gang import NATIVE_API, Scheduler
 
 log = logging.getLogger(__name__)
@@ -386,6 +386,40 @@ class Kube:
             content_type=MERGE,
             unless=(404, 409, 422),
         )
+
+    def release_pod(self, namespace: str, name: str, uid: str) -> None:
+        """Take the operator's finalizer off one pod (`lifecycle.ended`), leaving any other's;
+        the uid makes it that pod, not a successor of its name."""
+        self._fence()
+        held = naming.finalizer(self.group)
+        patch = {"metadata": {"uid": uid, "$deleteFromPrimitiveList/finalizers": [held]}}
+        # 404, 409, 422: gone, or replaced by a pod of the same name.
+        self._send(
+            "PATCH",
+            path("", "v1", "pods", namespace, name),
+            patch,
+            content_type=STRATEGIC,
+            unless=(404, 409, 422),
+        )
+
+    def keeps_restart_rules(self, namespace: str) -> bool:
+        """Whether the API server keeps a container's restart rules (Kubernetes 1.35+, its
+        ContainerRestartRules gate on): a StatefulSet made with dryRun, nothing stored. A
+        server that knows the fields but not for such a container refuses it (422)."""
+        manifest = restartpolicy.probe(namespace)
+        try:
+            made = self.rest.request(
+                "POST",
+                path("apps", "v1", "statefulsets", namespace),
+                query={"dryRun": "All"},
+                body=manifest,
+                content_type=JSON,
+            )
+        except kubernetes.client.ApiException as e:
+            if e.status in (400, 422):
+                return False
+            raise
+        return restartpolicy.keeps_rules(json.loads(made or b"{}"))
 
     def force_delete_pod(self, namespace: str, name: str, uid: str) -> None:
         """Delete one pod with no grace period, as `kubectl delete --force` does: its kubelet

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import kopf
+import kubernetes
 
 from tfjob_operator.api import podtemplate
 from tfjob_operator.api.spec import GROUP, PLURAL, VERSION
@@ -32,7 +33,7 @@ from tfjob_operator.controller.client import (
     uses_kubeconfig,
 )
 from tfjob_operator.controller.jobstate import JobKey
-from tfjob_operator.controller.leader import LeaderElector
+from tfjob_operator.controller.leader import LeaderElector, default_namespace
 from tfjob_operator.controller.projections import index_record
 from tfjob_operator.controller.ratelimit import TokenBucket
 from tfjob_operator.controller.reconcile import Reconciler
@@ -150,7 +151,11 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: 
         )
         kube = Kube(memo.elector.may_write, memo.elector.user_agent, limiter, config.api_group)
     memo.reconciler = Reconciler(
-        kube, config.cluster_domain, gang=config.gang, queueing=config.queueing
+        kube,
+        config.cluster_domain,
+        gang=config.gang,
+        queueing=config.queueing,
+        restart_rules=await _discover_restart_rules(kube, config),
     )
     memo.watches = ChildWatches(
         CHILDREN, lambda *event: _child_event(memo, *event), config.namespaces
@@ -187,6 +192,24 @@ async def _discover_gang(config: OperatorConfig) -> OperatorConfig:
         "Kubernetes' own (scheduling.k8s.io/v1beta1)" if served else "none (not served here)",
     )
     return dataclasses.replace(config, gang=gang, gang_auto=False)
+
+
+async def _discover_restart_rules(kube: Kube, config: OperatorConfig) -> bool:
+    """Whether the API server keeps container restart rules, asked once at start in a
+    namespace the operator may write in: then a task that ended stays ended. A server that
+    cannot be asked keeps today's behaviour, and the log says why."""
+    namespace = config.namespaces[0] if config.exact_namespaces else default_namespace()
+    log = logging.getLogger(__name__)
+    try:
+        kept = await asyncio.to_thread(kube.keeps_restart_rules, namespace)
+    except kubernetes.client.ApiException as e:
+        log.warning("container restart rules: cannot ask (%s %s)", e.status, e.reason)
+        return False
+    log.info(
+        "container restart rules: %s",
+        "kept: a task that ended stays ended" if kept else "not served here: tasks restart",
+    )
+    return kept
 
 
 def _take_over(memo: kopf.Memo) -> None:
@@ -314,6 +337,21 @@ def _child_event(
     context = memo.shared.handler_context
     if context is not None:  # else no job is known yet: their own events will come
         context.run(memo.queue.schedule, key)
+    elif plural == "pods" and _held_going(body):
+        # No job may ever come (deleted while the operator was away): its pods that our
+        # finalizer holds are let go all the same, as their StatefulSets go.
+        asyncio.get_running_loop().create_task(_let_go(memo, key))
+
+
+async def _let_go(memo: kopf.Memo, key: JobKey) -> None:
+    await memo.watches.listed.wait()
+    await memo.reconciler.let_go(key)
+
+
+def _held_going(body: dict[str, Any]) -> bool:
+    """A pod of ours being deleted that a finalizer of ours holds."""
+    pod = observe(body)
+    return pod is not None and pod.deleting and bool(pod.finalized)
 
 
 async def owned_event(

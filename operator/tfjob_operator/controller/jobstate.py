@@ -73,6 +73,8 @@ class JobState:
     restarted: set[str] = field(default_factory=set)
     # Pods (by uid) of a finished job deleted as done (`limits.done_pods`), likewise.
     ended: set[str] = field(default_factory=set)
+    # Pods (by uid) whose finalizer was taken off (`lifecycle.ended`), likewise.
+    released: set[str] = field(default_factory=set)
     # StatefulSets (by name) scaled to 0, while the watch may still show their pods wanted.
     scaled: set[str] = field(default_factory=set)
     # The other controller runPolicy.managedBy names, once its Event is posted ("": none).

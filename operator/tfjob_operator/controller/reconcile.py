@@ -32,6 +32,7 @@ from tfjob_operator.controller.apply import (
     end_done_pods,
     label_pods,
     post_events,
+    release_pods,
     restart_pods,
     write_status,
 )
@@ -46,6 +47,7 @@ from tfjob_operator.rules import status as st
 from tfjob_operator.rules.gang import Gang
 from tfjob_operator.rules.kueue.queue import Queueing, QueueView, queue_label_patch
 from tfjob_operator.rules.lifecycle import Decision, JobView, decide
+from tfjob_operator.rules.lifecycle.ended import releases
 from tfjob_operator.rules.offline_edits import edited_meanwhile
 from tfjob_operator.rules.pods import PodObservation, observe
 from tfjob_operator.rules.statefulsets import StatefulSetObservation
@@ -95,6 +97,9 @@ class Reconciler:
     state: dict[JobKey, JobState] = field(default_factory=dict)
     # Kueue (--kueue): None when the queue label is not read.
     queueing: Queueing | None = None
+    # Whether the API server keeps container restart rules (found at start): a task that
+    # ended stays ended (`rules/lifecycle/ended.py`).
+    restart_rules: bool = False
     # Across jobs: the FailedCreate lists (one per namespace, shared), and what is read of
     # Kueue (the Workload API version, ResourceFlavors, priority classes).
     failed_creates: FailedCreates = field(init=False)
@@ -202,7 +207,7 @@ class Reconciler:
         job = self._job(key)
         if job.view is not None and job.view[0] == stamp and meta.get("generation") is not None:
             return job.view[1].with_status(dict(body.get("status") or {}))
-        view = JobView.from_body(body, self.cluster_domain, self.gang)
+        view = JobView.from_body(body, self.cluster_domain, self.gang, self.restart_rules)
         job.view = (stamp, view.without_built())
         return view
 
@@ -233,6 +238,7 @@ class Reconciler:
             queue=queue,
             departed=departed,
             applied=applied,
+            restart_rules=self.restart_rules,
         )
 
     async def __call__(self, key: JobKey) -> float | None:
@@ -330,6 +336,7 @@ class Reconciler:
     async def _reconcile(self, key: JobKey) -> float | None:
         body = self._current_body(key)
         if body is None or body["metadata"].get("deletionTimestamp"):
+            await self.let_go(key)
             return None
         if await self._run_elsewhere(key, body):
             return None
@@ -396,6 +403,9 @@ class Reconciler:
             await asyncio.to_thread(self.kube.force_delete_pod, key[0], pod, uid)
         # After the status write that records why they stop (`status.lastStop`).
         await restart_pods(self.kube, job, key[0], decision)
+        # After the scale-down that ends a finished job's StatefulSets: a pod held because its
+        # task ended goes only once its StatefulSet would not make it again.
+        job.released = await release_pods(self.kube, job.released, key[0], decision.release_pods)
         conflict = None
         if decision.workload is not None and queue is not None:
             conflict = await self.workloads.apply(job, key, queue.version, decision.workload)
@@ -415,6 +425,23 @@ class Reconciler:
             # what was written; its spec is parsed again if it is ever read again.
             job.view = None
         return min(delays) if delays else None
+
+    async def let_go(self, key: JobKey) -> None:
+        """A job deleted, being deleted, or not known yet: its pods held by our finalizer are
+        let go unless their StatefulSet, as it stands, would make them again (`ended.releases`,
+        any exit taken as final: the spec is not read). Safe whatever the job's state."""
+        if not self.kube.may_write():
+            return
+        pods = list(self.pods.get(key, []))
+        if not any(p.finalized for p in pods):
+            return
+        sets = list(self.statefulsets.get(key, []))
+        group = self.kube.group
+        state = self.state.get(key)
+        asked = state.released if state is not None else set()
+        done = await release_pods(self.kube, asked, key[0], releases(pods, sets, {}, group))
+        if state is not None:
+            state.released = done
 
     async def _apply_children(
         self,

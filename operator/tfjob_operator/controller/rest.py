@@ -21,6 +21,7 @@ import kubernetes
 JSON = "application/json"
 APPLY = "application/apply-patch+yaml"
 MERGE = "application/merge-patch+json"
+STRATEGIC = "application/strategic-merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 # The credentials the client's own typed calls send (a bearer token, when the kubeconfig or the
 # service account has one; client certificates go with the connection).

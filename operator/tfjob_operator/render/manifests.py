@@ -13,6 +13,7 @@ import yaml
 
 from tfjob_operator.api import crd, rbac
 from tfjob_operator.api.spec import GROUP, KUBEFLOW_GROUP
+from tfjob_operator.rules import kubeflow
 
 NAME = "tfjob-operator"
 NAMESPACE = "tfjob-system"
@@ -197,7 +198,15 @@ def outputs(root: Path) -> dict[Path, str]:
         chart / "kueue-cluster-rules.yaml": HEADER + _dump(rbac.KUEUE_CLUSTER_RULES),
         chart / "kueue-reader-rules.yaml": HEADER + _dump(rbac.KUEUE_READER_RULES),
         chart / "katib-rules.yaml": HEADER + _dump(rbac.KATIB_RULES),
+        root / "manifests" / "policies" / "pod-labels.yaml": label_policies(),
+        chart / "pod-labels.yaml": label_policies(),
     }
+
+
+def label_policies() -> str:
+    """manifests/policies/pod-labels.yaml: each pod's own Kubeflow labels as it is made
+    (`kubeflow.label_policies`, Kubernetes 1.36+), as the chart installs them."""
+    return HEADER + "---\n".join(_dump(d) for d in kubeflow.label_policies())
 
 
 def main(argv: list[str] | None = None) -> int:

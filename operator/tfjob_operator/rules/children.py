@@ -17,11 +17,13 @@ from tfjob_operator.api.spec import (
     KIND,
     TERMINATION_GRACE_PERIOD_SECONDS,
     ReplicaType,
+    RestartPolicy,
     TFJobSpec,
 )
 from tfjob_operator.rules import kubeflow, naming, tfconfig
 from tfjob_operator.rules.gang import Gang, gang_children, join
 from tfjob_operator.rules.kueue.admission import Placement, place
+from tfjob_operator.rules.restartpolicy import container_restart
 from tfjob_protocol.stop import ENV_GRACE_PERIOD
 
 Manifest = dict[str, Any]
@@ -198,12 +200,17 @@ def pod_template(
     tf_config: str,
     checkpoint: tuple[str, str] | None,
     grace: int | None = None,
+    restart: RestartPolicy | None = None,
 ) -> dict[str, Any]:
     """The user's pod template plus what the operator must add, and nothing else.
 
     `checkpoint` is (claim name, mount path) when this replica type mounts the volume; `grace`
     is runPolicy.terminationGracePeriodSeconds, for a template that sets no grace period of
-    its own: the time a stopped task has to save (the task reads it from its env).
+    its own: the time a stopped task has to save (the task reads it from its env). `restart`
+    is the replica's restartPolicy where the API server keeps container restart rules: the
+    TensorFlow container's own (`restartpolicy`), and the finalizer that holds a pod whose
+    task ended until its job lets it go (`lifecycle.ended`); None leaves the kubelet to
+    restart every exit, and the operator to judge them.
     """
     tpl = copy.deepcopy(template)
     meta = tpl.setdefault("metadata", {})
@@ -214,10 +221,15 @@ def pod_template(
         **kubeflow.template_labels(job.name, rt),
     }
     spec = tpl["spec"]
-    # StatefulSets accept only Always; the replica's restartPolicy is enforced by the operator.
+    # StatefulSets accept only Always; the replica's restartPolicy is enforced by the operator,
+    # and by the TensorFlow container's own restart rules where they are served.
     spec["restartPolicy"] = "Always"
     spec["terminationGracePeriodSeconds"] = seconds = grace_period(tpl, grace)
     container = spec["containers"][tensorflow_container_index(tpl)]
+    if restart is not None:
+        container.update(container_restart(restart))
+        held = naming.finalizer(job.api_version.partition("/")[0])
+        meta["finalizers"] = [*(f for f in meta.get("finalizers") or [] if f != held), held]
 
     user_env = [e for e in container.get("env") or [] if e.get("name") not in OPERATOR_ENV]
     mount_path = checkpoint[1] if checkpoint else None
@@ -351,12 +363,18 @@ def spec_hash(job: JobRef, spec: TFJobSpec, rt: ReplicaType) -> str:
 
 
 def pod_templates(
-    job: JobRef, spec: TFJobSpec, cluster_domain: str, gang: Gang | None = None
+    job: JobRef,
+    spec: TFJobSpec,
+    cluster_domain: str,
+    gang: Gang | None = None,
+    restart_rules: bool = False,
 ) -> dict[ReplicaType, dict[str, Any]]:
     """Each replica type's pod template as the operator renders it, before any placement,
-    with its `spec_hash`."""
+    with its `spec_hash`; with `restart_rules` (the API server keeps them), each replica's
+    restartPolicy on its TensorFlow container."""
     cluster = cluster_for(job, spec, cluster_domain)
     ports = replica_ports(spec)
+    has_chief = any(rt.is_chief_like and rs.replicas for rt, rs in spec.replicas().items())
     templates = {}
     for rt, rs in spec.replicas().items():
         view: tfconfig.Cluster = cluster
@@ -371,12 +389,14 @@ def pod_templates(
             tfconfig.tf_config_template(view, rt),
             checkpoint_mount(job, spec, rt),
             spec.run_policy.termination_grace_period_seconds,
+            rs.restart_policy if restart_rules else None,
         )
         if gang is not None:
             join(gang, job.name, rt, template)
         meta = template["metadata"]
         meta["annotations"] = {
             **(meta.get("annotations") or {}),
+            **kubeflow.template_annotations(rt, has_chief),
             naming.ANNOTATION_SPEC_HASH: spec_hash(job, spec, rt),
         }
         templates[rt] = template
@@ -396,8 +416,16 @@ class Built:
     cluster_domain: str
     gang: Gang | None
     templates: Mapping[ReplicaType, dict[str, Any]]
+    restart_rules: bool = False
 
-    def serves(self, job: JobRef, spec: TFJobSpec, cluster_domain: str, gang: Gang | None) -> bool:
+    def serves(
+        self,
+        job: JobRef,
+        spec: TFJobSpec,
+        cluster_domain: str,
+        gang: Gang | None,
+        restart_rules: bool = False,
+    ) -> bool:
         """Whether these templates are the ones `build` would make for that (the very spec
         object: a spec is never changed once parsed)."""
         return (
@@ -405,12 +433,20 @@ class Built:
             and self.job == job
             and self.cluster_domain == cluster_domain
             and self.gang == gang
+            and self.restart_rules == restart_rules
         )
 
 
-def build(job: JobRef, spec: TFJobSpec, cluster_domain: str, gang: Gang | None = None) -> Built:
+def build(
+    job: JobRef,
+    spec: TFJobSpec,
+    cluster_domain: str,
+    gang: Gang | None = None,
+    restart_rules: bool = False,
+) -> Built:
     """Render the job's pod templates, the costly part of its children (copies, TF_CONFIG)."""
-    return Built(job, spec, cluster_domain, gang, pod_templates(job, spec, cluster_domain, gang))
+    templates = pod_templates(job, spec, cluster_domain, gang, restart_rules)
+    return Built(job, spec, cluster_domain, gang, templates, restart_rules)
 
 
 def _placed(template: dict[str, Any], placement: Placement) -> dict[str, Any]:
@@ -459,9 +495,9 @@ def desired_children(
     scaled_down: bool = False,
     gang: Gang | None = None,
     placement: Mapping[ReplicaType, Placement] | None = None,
+    restart_rules: bool = False,
 ) -> list[Manifest]:
     """`children` of a fresh `build`, for a caller that has only the spec (the tests, the
     benchmarks); a reconcile builds once and reads the same templates everywhere."""
-    return children(
-        build(job, spec, cluster_domain, gang), scaled_down=scaled_down, placement=placement
-    )
+    built = build(job, spec, cluster_domain, gang, restart_rules)
+    return children(built, scaled_down=scaled_down, placement=placement)

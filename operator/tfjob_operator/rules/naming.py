@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from tfjob_operator.api.spec import GROUP, ReplicaType
+from tfjob_operator.api.spec import GROUP, GROUPS, ReplicaType
 
 # A StatefulSet's name goes into its pods' controller-revision-hash label (name + '-' + hash),
 # which must fit in 63 characters: Kubernetes keeps StatefulSet names to 52.
@@ -29,6 +29,25 @@ ANNOTATION_BUILT = f"{GROUP}/built"
 # (`children.spec_hash`). A pod rolls only when that changes (`lifecycle.restart`).
 ANNOTATION_SPEC_HASH = f"{GROUP}/spec-hash"
 CHECKPOINT_VOLUME = "tfjob-checkpoints"
+# On every pod where a task's exit may end it (container restart rules): holds a pod whose task
+# ended while its StatefulSet would make it again (`lifecycle.ended`). One per API group served,
+# so that each operator lets go of its own pods only.
+FINALIZER_NAME = "task-ended"
+
+
+def finalizer(group: str) -> str:
+    """The finalizer the operator serving `group` puts on its pods."""
+    return f"{group}/{FINALIZER_NAME}"
+
+
+def finalizer_group(finalizers: Iterable[str]) -> str:
+    """The API group whose operator holds a pod, from its finalizers ("" for none)."""
+    for f in finalizers:
+        group, _, name = f.partition("/")
+        if name == FINALIZER_NAME and group in GROUPS:
+            return group
+    return ""
+
 
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
@@ -85,6 +104,11 @@ def pod_index(pod_name_: str) -> int | None:
     """The StatefulSet ordinal at the end of a pod name."""
     head, _, tail = pod_name_.rpartition("-")
     return int(tail) if head and tail.isdigit() else None
+
+
+def statefulset_of(pod_name_: str) -> str:
+    """The StatefulSet a pod of ours belongs to: its name without the ordinal."""
+    return pod_name_.rpartition("-")[0]
 
 
 def check_job_name(name: str, replica_types: Iterable[ReplicaType]) -> list[str]:

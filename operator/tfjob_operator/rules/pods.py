@@ -1,7 +1,9 @@
 """What the operator reads from a pod: the TensorFlow container's exits, nothing more.
 
-StatefulSet pods always restart, so a pod's phase never says how training went. The truth is in
-the container's `state.terminated`, `lastState.terminated` and `restartCount`.
+A StatefulSet's pod says `restartPolicy: Always`, so its phase never says how training went
+(where its TensorFlow container has restart rules of its own, a phase Succeeded or Failed says
+only that the task ended). The truth is in the container's `state.terminated`,
+`lastState.terminated` and `restartCount`.
 """
 
 from __future__ import annotations
@@ -94,6 +96,14 @@ class PodObservation:
     owner: str = ""
     # The PodGroup of Kubernetes' own gang it names (spec.schedulingGroup), "" for none.
     gang: str = ""
+    # Its phase is Succeeded or Failed: every container has ended and none will start again
+    # (a TensorFlow container with restart rules whose exit ended its task, `restartpolicy`).
+    ended: bool = False
+    # The API group whose operator's finalizer holds it (`lifecycle.ended`), "" for none.
+    finalized: str = ""
+    # Its TensorFlow container has ended, but another of its containers has yet to end once
+    # (Katib's metrics collector, a service mesh's proxy): a finished job waits a while.
+    others: bool = False
 
     @property
     def up(self) -> bool:
@@ -162,6 +172,8 @@ def _disruption(pod: dict[str, Any]) -> str:
     return ""
 
 
+ENDED_PHASES = ("Succeeded", "Failed")
+
 # Why the scheduler did not place a pod, as its PodScheduled condition says: it fits nowhere
 # (its gang included), or the scheduler could not try (a gang whose pods' priorities differ).
 NOT_PLACED = ("Unschedulable", "SchedulerError")
@@ -210,6 +222,13 @@ def observe(pod: dict[str, Any]) -> PodObservation | None:
     state, last = cs.get("state") or {}, cs.get("lastState") or {}
     lost = nodelost.lost_since(pod, statuses)
     deleting = meta.get("deletionTimestamp") is not None
+    # Another container that has not ended even once: one the pod's Always restarts (Katib's
+    # collector) has done its work when it first ended.
+    others = "terminated" in state and any(
+        "terminated" not in (s.get("state") or {}) and not s.get("restartCount")
+        for s in statuses
+        if s is not cs
+    )
     return PodObservation(
         name=meta["name"],
         uid=meta.get("uid", ""),
@@ -238,4 +257,7 @@ def observe(pod: dict[str, Any]) -> PodObservation | None:
         spec_hash=(meta.get("annotations") or {}).get(naming.ANNOTATION_SPEC_HASH, ""),
         owner=lineage.controller_uid(meta),
         gang=((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName") or "",
+        ended=(pod.get("status") or {}).get("phase") in ENDED_PHASES,
+        finalized=naming.finalizer_group(meta.get("finalizers") or ()),
+        others=others,
     )

@@ -36,6 +36,8 @@ class StatefulSetObservation:
     spec_hash: str = ""
     # The uid of the TFJob that controls it (`lineage`).
     owner: str = ""
+    # Being deleted (its job deleted, the garbage collector at work).
+    deleting: bool = False
 
     @property
     def settled(self) -> bool:
@@ -62,6 +64,7 @@ def observe_statefulset(body: dict[str, Any]) -> StatefulSetObservation | None:
         built=(meta.get("annotations") or {}).get(naming.ANNOTATION_BUILT, ""),
         spec_hash=(template_meta.get("annotations") or {}).get(naming.ANNOTATION_SPEC_HASH, ""),
         owner=lineage.controller_uid(meta),
+        deleting=meta.get("deletionTimestamp") is not None,
     )
 
 

@@ -73,25 +73,42 @@ def pod(
     *,
     uid: str | None = None,
     namespace: str = "default",
+    phase: str = "Running",
+    finalizers: list[str] | None = None,
     **container: Any,
 ) -> dict[str, Any]:
     """A pod of a job as the kubelet would report it; `container` goes to `container_status`."""
     name = f"{job}-{rt}-{index}"
     cs = container_status(**container)
-    return {
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "uid": uid or f"uid-{name}",
-            "labels": {
-                "tfjob.dev/job-name": job,
-                "tfjob.dev/replica-type": rt,
-                "app.kubernetes.io/managed-by": "tfjob-operator",
-            },
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "uid": uid or f"uid-{name}",
+        "labels": {
+            "tfjob.dev/job-name": job,
+            "tfjob.dev/replica-type": rt,
+            "app.kubernetes.io/managed-by": "tfjob-operator",
         },
-        "spec": {"containers": [{"name": "tensorflow", "image": "x"}]},
-        "status": {"phase": "Running", "containerStatuses": [cs]},
     }
+    if finalizers:
+        meta["finalizers"] = list(finalizers)
+    return {
+        "metadata": meta,
+        "spec": {"containers": [{"name": "tensorflow", "image": "x"}]},
+        "status": {"phase": phase, "containerStatuses": [cs]},
+    }
+
+
+def kubelet_restarts(container: dict[str, Any], code: int) -> bool:
+    """Whether a kubelet starts a container of a StatefulSet's pod (`restartPolicy: Always`)
+    again after it exits with `code`, as Kubernetes reads the container's own restartPolicy
+    and restartPolicyRules: the first rule that matches decides, else the policy."""
+    for rule in container.get("restartPolicyRules") or []:
+        codes = rule["exitCodes"]
+        if (code in codes.get("values", [])) == (codes["operator"] == "In"):
+            return bool(rule["action"] == "Restart")
+    policy = container.get("restartPolicy", "Always")
+    return policy == "Always" or (policy == "OnFailure" and code != 0)
 
 
 def container_status(

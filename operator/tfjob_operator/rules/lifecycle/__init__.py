@@ -23,7 +23,6 @@ Which file answers which question:
 """
 
 from tfjob_operator.rules.lifecycle.decision import Decision, decide, finish
-from tfjob_operator.rules.lifecycle.exits import is_retryable
 from tfjob_operator.rules.lifecycle.view import (
     FINAL,
     INTERNAL_ERROR,
@@ -32,6 +31,7 @@ from tfjob_operator.rules.lifecycle.view import (
     read_spec,
 )
 from tfjob_operator.rules.lifecycle.waiting import SCHEDULER_GRACE_SECONDS
+from tfjob_operator.rules.restartpolicy import is_retryable
 
 __all__ = [
     "FINAL",

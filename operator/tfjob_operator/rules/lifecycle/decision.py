@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +18,7 @@ from tfjob_operator.rules.kueue.admission import Placement
 from tfjob_operator.rules.kueue.queue import QueueView
 from tfjob_operator.rules.kueue.workload import WorkloadDecision
 from tfjob_operator.rules.lifecycle.change import Change, Condition, apply, put
+from tfjob_operator.rules.lifecycle.ended import releases, restart_policies, settled
 from tfjob_operator.rules.lifecycle.exits import (
     account_exits,
     account_losses,
@@ -74,6 +75,9 @@ class Decision:
     # Pods of a finished job whose task is done, (name, uid): deleted with a short grace
     # period (`limits.done_pods`).
     done_pods: list[tuple[str, str]] = field(default_factory=list)
+    # Pods being deleted that the operator's finalizer no longer holds, (name, uid): let go
+    # (`ended.releases`).
+    release_pods: list[tuple[str, str]] = field(default_factory=list)
 
 
 def finish(prior: st.Status, status: st.Status) -> Decision:
@@ -102,6 +106,7 @@ def decide(
     queue: QueueView | None = None,
     departed: Iterable[PodObservation] = (),
     applied: Mapping[str, int] | None = None,
+    restart_rules: bool = False,
 ) -> Decision:
     """Compute the job's next status, its children and the side effects, from what is seen.
 
@@ -109,9 +114,12 @@ def decide(
     message of each StatefulSet that lacks pods; `error` a reconcile failure that persists;
     `gang` the operator's gang scheduler, if any; `queue` the job's place in Kueue, for a
     job that waits in a LocalQueue; `departed` pods deleted since, as they last were;
-    `applied` each StatefulSet's generation as the operator last applied it.
+    `applied` each StatefulSet's generation as the operator last applied it;
+    `restart_rules` whether the API server keeps container restart rules.
     """
-    observed = tuple(observed)
+    raw = tuple(observed)
+    policies = restart_policies(job.spec)
+    observed = tuple(settled(p, policies) for p in raw)
     seen = Observation(
         pods=replica_pods(job.spec, observed),
         departed=replica_pods(job.spec, departed),
@@ -124,6 +132,7 @@ def decide(
         queue=queue,
         surplus=surplus_pods(job.spec, observed),
         applied=applied or {},
+        restart_rules=restart_rules,
     )
     status = copy.deepcopy(job.status)
     name = f"{job.ref.namespace}/{job.ref.name}"
@@ -145,6 +154,12 @@ def decide(
     cleanup = after_finish(status, job.run_policy, seen.statefulsets, now, observed)
     decision.scale_down = list(cleanup.scale_down)
     decision.done_pods = list(cleanup.done)
+    # As the StatefulSets stand once this decision's scale-down and deletions are done (the
+    # reconcile lets go after them).
+    going = {*decision.scale_down, *(name for kind, name in decision.delete_children)}
+    after = [replace(s, replicas=0) if s.name in going else s for s in seen.statefulsets]
+    group = job.ref.api_version.partition("/")[0]
+    decision.release_pods = releases(raw, after, policies, group)
     decision.delete_job = cleanup.delete_job
     requeue = [decision.requeue_after] if decision.requeue_after is not None else []
     requeue += cleanup.requeue
@@ -329,9 +344,10 @@ def _templates(job: JobView, spec: TFJobSpec, seen: Observation) -> Callable[[],
     for this cluster domain and gang."""
     gang = joined(seen.gang, seen.pods, lambda rt: spec_hash(job.ref, spec, rt))
     checked = job.built
-    if checked is not None and checked.serves(job.ref, spec, seen.cluster_domain, gang):
+    rules = seen.restart_rules
+    if checked is not None and checked.serves(job.ref, spec, seen.cluster_domain, gang, rules):
         return lambda: checked
-    return functools.cache(lambda: build(job.ref, spec, seen.cluster_domain, gang))
+    return functools.cache(lambda: build(job.ref, spec, seen.cluster_domain, gang, rules))
 
 
 def _run(

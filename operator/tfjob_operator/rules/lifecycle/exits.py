@@ -16,7 +16,7 @@ from tfjob_operator.rules import nodelost
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.lifecycle.change import Change, Condition
 from tfjob_operator.rules.pods import Exit, PodObservation
-from tfjob_protocol import stop
+from tfjob_operator.rules.restartpolicy import is_retryable
 
 
 @dataclass(frozen=True)
@@ -50,18 +50,6 @@ class Tally:
     fatal: tuple[Failure, ...] = ()
     retryable: tuple[Failure, ...] = ()
     gone: tuple[PodObservation, ...] = ()
-
-
-def is_retryable(policy: RestartPolicy, code: int) -> bool:
-    """Whether a non-zero exit may be retried under a replica's restartPolicy. A stop on
-    request always is: it is no failure, and the job resumes from what it saved."""
-    if code == stop.EXIT_STOPPED:
-        return True
-    if policy is RestartPolicy.NEVER:
-        return False
-    if policy is RestartPolicy.EXIT_CODE:
-        return code >= 128  # signals and OOM kills; 1-127 are the program's own verdict
-    return True
 
 
 def failed(failure: Failure, spec: TFJobSpec, name: str) -> Change:

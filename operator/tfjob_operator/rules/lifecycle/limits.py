@@ -13,6 +13,7 @@ from tfjob_operator.api.spec import CleanPodPolicy, ReplicaType, RunPolicy, TFJo
 from tfjob_operator.rules import naming
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.lifecycle.change import Change, Condition
+from tfjob_operator.rules.lifecycle.ended import waits_for_others
 from tfjob_operator.rules.lifecycle.exits import Failure
 from tfjob_operator.rules.pods import PodObservation
 from tfjob_operator.rules.statefulsets import StatefulSetObservation
@@ -113,28 +114,34 @@ def after_finish(
         return Cleanup()
     scale_down: tuple[str, ...] = ()
     done: tuple[tuple[str, str], ...] = ()
+    requeue: tuple[float, ...] = ()
+    done_at = st.parse_timestamp(status.get("completionTime")) or now
     if policy.clean_pod_policy is not CleanPodPolicy.NONE:
-        scale_down = tuple(s.name for s in statefulsets if s.replicas > 0)
+        # A done pod's other containers (Katib's collector) finish their work first, a while.
+        waiting, wait = waits_for_others(pods, done_at, now)
+        scale_down = tuple(s.name for s in statefulsets if s.replicas > 0 and s.name not in waiting)
+        requeue = (wait,) if wait is not None else ()
         done = done_pods(pods)
     if policy.ttl_seconds_after_finished is None:
-        return Cleanup(scale_down, done=done)
-    done_at = st.parse_timestamp(status.get("completionTime")) or now
+        return Cleanup(scale_down, requeue=requeue, done=done)
     left = (done_at + timedelta(seconds=policy.ttl_seconds_after_finished) - now).total_seconds()
     if left <= 0:
         return Cleanup(scale_down, delete_job=True, done=done)
-    return Cleanup(scale_down, requeue=(left,), done=done)
+    return Cleanup(scale_down, requeue=(*requeue, left), done=done)
 
 
 def done_pods(pods: Sequence[PodObservation]) -> tuple[tuple[str, str], ...]:
-    """The pods, going with their finished job, whose task is done: its latest exit was 0. A
-    StatefulSet's pods always restart, so the kubelet runs that container again, often just as
-    the scale-down's SIGTERM comes: a process that has not yet set a handler for it (and, as
-    PID 1, ignores it) would run on for the whole grace period, holding its node and GPU, to
-    repeat work that is done. Such pods are deleted with DONE_GRACE_SECONDS, once."""
+    """The pods, going with their finished job, whose task is done: its latest exit was 0,
+    and its container has no restart rules to keep it down (no finalizer of ours: made on a
+    server without them, `lifecycle.ended`). The kubelet runs that container again, often just
+    as the scale-down's SIGTERM comes: a process that has not yet set a handler for it (and,
+    as PID 1, ignores it) would run on for the whole grace period, holding its node and GPU,
+    to repeat work that is done. Such pods are deleted with DONE_GRACE_SECONDS, once."""
     return tuple(
         (p.name, p.uid)
         for p in pods
         if p.latest_exit is not None
         and p.latest_exit.code == 0
+        and not p.finalized
         and not (p.deleting and p.grace is not None and p.grace <= DONE_GRACE_SECONDS)
     )

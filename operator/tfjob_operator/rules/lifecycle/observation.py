@@ -38,6 +38,8 @@ class Observation:
     # known: {}), to tell a view that predates that apply (`restart`).
     surplus: tuple[PodObservation, ...] = ()
     applied: Mapping[str, int] = field(default_factory=dict)
+    # Whether the API server keeps container restart rules: the pods are rendered with them.
+    restart_rules: bool = False
 
 
 def replica_pods(

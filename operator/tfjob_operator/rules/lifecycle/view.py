@@ -45,10 +45,14 @@ class JobView:
 
     @classmethod
     def from_body(
-        cls, body: dict[str, Any], cluster_domain: str = "cluster.local", gang: Gang | None = None
+        cls,
+        body: dict[str, Any],
+        cluster_domain: str = "cluster.local",
+        gang: Gang | None = None,
+        restart_rules: bool = False,
     ) -> JobView:
-        """The job in `body`, its spec checked by rendering it for `cluster_domain` and `gang`
-        (those a decision will use, when the caller knows them)."""
+        """The job in `body`, its spec checked by rendering it for `cluster_domain`, `gang` and
+        `restart_rules` (those a decision will use, when the caller knows them)."""
         meta = body.get("metadata") or {}
         ref = JobRef(
             meta.get("name", ""),
@@ -56,7 +60,8 @@ class JobView:
             meta.get("uid", ""),
             body.get("apiVersion") or API_VERSION,
         )
-        spec, problems, warnings, built = read_spec(ref, body.get("spec"), cluster_domain, gang)
+        raw = body.get("spec")
+        spec, problems, warnings, built = read_spec(ref, raw, cluster_domain, gang, restart_rules)
         return cls(
             ref,
             spec,
@@ -82,7 +87,11 @@ class JobView:
 
 
 def read_spec(
-    ref: JobRef, raw: Any, cluster_domain: str = "cluster.local", gang: Gang | None = None
+    ref: JobRef,
+    raw: Any,
+    cluster_domain: str = "cluster.local",
+    gang: Gang | None = None,
+    restart_rules: bool = False,
 ) -> tuple[TFJobSpec | None, tuple[str, ...], tuple[str, ...], Built | None]:
     """(spec, problems, warnings, built): a spec and its pod templates as rendered for
     `cluster_domain` and `gang`, or the problems that make it invalid.
@@ -102,7 +111,7 @@ def read_spec(
         problems += added_problems
         problems += gang_problems(gang, spec)
         if not problems:
-            built = build(ref, spec, cluster_domain, gang)
+            built = build(ref, spec, cluster_domain, gang, restart_rules)
             children(built)  # every builder can read it
     except SpecError as e:
         return None, tuple(e.problems), (), None
