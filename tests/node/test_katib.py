@@ -1,6 +1,8 @@
 """Hyperparameter search with Katib's own controller, db-manager, goptuna suggestion service and
-metrics collector (tfjob_testbed.addons.katib): the Experiment of manifests/examples/katib, its
-trials TFJobs of either group run by the operator. Each sweep prints one `KATIB` line for
+metrics collector (tfjob_testbed.addons.katib): the Experiment of manifests/examples/katib,
+written as for training-operator (Katib's defaults: the StdOut collector, the primary pod by
+its job-role label, the TFJob's own cleanPodPolicy), its trials TFJobs of either group, with a
+Chief or Worker-only, run by the operator. Each sweep prints one `KATIB` line for
 docs/katib.md."""
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ EXPERIMENT = ROOT / "manifests" / "examples" / "katib" / "tfjob-experiment.yaml"
 TRIAL_ARGS = ["--dataset=digits", "--steps=120", "--log-every=20"]
 SWEEP_WAIT = 800  # under the suite's 900 s a test
 INJECTION = {"katib.kubeflow.org/metrics-collector-injection": "enabled"}
-COLLECTOR = "metrics-logger-and-collector"  # the sidecar Katib's File collector injects
+COLLECTOR = "metrics-logger-and-collector"  # the sidecar Katib's collectors inject
 LOSS = re.compile(r"\bloss = ([0-9.]+)")
 EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"
+METRICS = "/var/log/katib/metrics.log"
 
 
 @pytest.fixture(scope="module")
@@ -57,10 +60,17 @@ def trials_namespace(cluster: Cluster, namespace: str, katib_on: None) -> str:
 
 
 def experiment(
-    name: str, api_version: str, algorithm: str, trials: int = 4, **trial_spec: Any
+    name: str,
+    api_version: str,
+    algorithm: str,
+    trials: int = 4,
+    chief: bool = True,
+    collector: str = "StdOut",
 ) -> dict[str, Any]:
     """The shipped Experiment: renamed, its trials of `api_version`, small, and with no goal (so
-    that every trial runs)."""
+    that every trial runs); without a Chief unless `chief` (then 2 Workers); with the File
+    collector, as Katib's docs write it for a file: `--metrics-file`, the primary pod by a
+    template label, and `cleanPodPolicy: None`."""
     body = yaml.safe_load(EXPERIMENT.read_text())
     body["metadata"] = {"name": name}
     spec = body["spec"]
@@ -69,11 +79,27 @@ def experiment(
     spec.update(maxTrialCount=trials, parallelTrialCount=min(2, trials), maxFailedTrialCount=1)
     job = spec["trialTemplate"]["trialSpec"]
     job["apiVersion"] = api_version
-    for rs in job["spec"]["tfReplicaSpecs"].values():
+    replicas = job["spec"]["tfReplicaSpecs"]
+    if not chief:
+        del replicas["Chief"]
+        replicas["Worker"]["replicas"] = 2
+    for rs in replicas.values():
         (container,) = rs["template"]["spec"]["containers"]
         kept = [a for a in container["args"] if not a.startswith(("--steps", "--log-every"))]
         container["args"] = [*kept, *TRIAL_ARGS]
-    job["spec"].update(trial_spec)
+    if collector == "File":
+        spec["metricsCollectorSpec"] = {
+            "collector": {"kind": "File"},
+            "source": {"fileSystemPath": {"path": METRICS, "kind": "File", "format": "TEXT"}},
+        }
+        primary = "Chief" if chief else "Worker"
+        replicas[primary]["template"]["spec"]["containers"][0]["args"].append(
+            f"--metrics-file={METRICS}"
+        )
+        spec["trialTemplate"]["primaryPodLabels"] = {
+            "training.kubeflow.org/replica-type": primary.lower()
+        }
+        job["spec"]["runPolicy"]["cleanPodPolicy"] = "None"
     return body
 
 
@@ -90,13 +116,17 @@ def trials_of(cluster: Cluster, name: str, namespace: str) -> list[dict[str, Any
 
 
 class Watch:
-    """The trials' pods as they come: each chief's log followed from its start (the trial's own
-    log), and which pods got Katib's sidecar."""
+    """The trials' pods as they come: each primary pod's log followed from its start (where
+    its loss lines are: the collector's, which prints what StdOut's wrapper redirected, or the
+    trainer's own under the File collector), which pods got Katib's sidecar, and how often
+    each TensorFlow container started again."""
 
-    def __init__(self, cluster: Cluster, namespace: str) -> None:
+    def __init__(self, cluster: Cluster, namespace: str, primary: str, log_of: str) -> None:
         self.cluster, self.namespace = cluster, namespace
-        self.logs: dict[str, FollowedLog] = {}  # trial -> its chief's first run's log
+        self.primary, self.log_of = primary, log_of  # "-chief-0"/"-worker-0"; a container
+        self.logs: dict[str, FollowedLog] = {}  # trial -> its primary pod's log
         self.sidecars: dict[str, bool] = {}  # pod -> whether Katib injected its collector
+        self.restarts: dict[str, int] = {}  # pod -> its TensorFlow container's restartCount
 
     def poll(self) -> None:
         pods = self.cluster.get("pods", "-n", self.namespace)["items"]
@@ -105,18 +135,27 @@ class Watch:
             containers = [c["name"] for c in pod["spec"]["containers"]]
             self.sidecars.setdefault(name, COLLECTOR in containers)
             trial = name.rsplit("-", 2)[0]
-            running = any(
-                c["name"] == "tensorflow" and "running" in c.get("state", {})
-                for c in (pod.get("status") or {}).get("containerStatuses") or []
-            )
-            if name.endswith("-chief-0") and running and trial not in self.logs:
-                self.logs[trial] = FollowedLog(self.cluster, name, self.namespace, "tensorflow")
+            statuses = (pod.get("status") or {}).get("containerStatuses") or []
+            tf = next((c for c in statuses if c["name"] == "tensorflow"), {})
+            self.restarts[name] = max(self.restarts.get(name, 0), tf.get("restartCount", 0))
+            running = "running" in tf.get("state", {})
+            if name.endswith(self.primary) and running and trial not in self.logs:
+                log = FollowedLog(self.cluster, name, self.namespace, self.log_of)
+                self.logs[trial] = log
 
 
 def run_sweep(cluster: Cluster, body: dict[str, Any], namespace: str) -> tuple[dict, Watch]:
     """Create the Experiment and follow it to Succeeded; its final object and what was seen."""
     name = body["metadata"]["name"]
-    watch = Watch(cluster, namespace)
+    spec = body["spec"]
+    chief = "Chief" in spec["trialTemplate"]["trialSpec"]["spec"]["tfReplicaSpecs"]
+    file = "metricsCollectorSpec" in spec
+    watch = Watch(
+        cluster,
+        namespace,
+        "-chief-0" if chief else "-worker-0",
+        "tensorflow" if file else COLLECTOR,
+    )
     started = time.monotonic()
     cluster.apply(body, namespace)
 
@@ -137,7 +176,8 @@ def run_sweep(cluster: Cluster, body: dict[str, Any], namespace: str) -> tuple[d
 
 def assert_sweep(cluster: Cluster, body: dict[str, Any], exp: dict, watch: Watch) -> None:
     """Every trial Succeeded; the optimal trial's metric is the least loss its log shows (the
-    log rounds it to 2 places); the collector went into the chiefs' pods only."""
+    log rounds it to 2 places); the collector went into the primary pods only; no TensorFlow
+    container started twice."""
     name, namespace = body["metadata"]["name"], exp["metadata"]["namespace"]
     trials = trials_of(cluster, name, namespace)
     assert len(trials) == body["spec"]["maxTrialCount"], [t["metadata"]["name"] for t in trials]
@@ -150,9 +190,10 @@ def assert_sweep(cluster: Cluster, body: dict[str, Any], exp: dict, watch: Watch
     printed = LOSS.findall(log)
     assert printed, log[-2000:]
     assert f"{float(metric['min']):.2f}" == min(printed, key=float), (metric, log[-2000:])
-    chiefs = {p for p in watch.sidecars if p.endswith("-chief-0")}
-    assert len(chiefs) == len(trials), watch.sidecars
-    assert {p for p, injected in watch.sidecars.items() if injected} == chiefs, watch.sidecars
+    primaries = {p for p in watch.sidecars if p.endswith(watch.primary)}
+    assert len(primaries) == len(trials), watch.sidecars
+    assert {p for p, injected in watch.sidecars.items() if injected} == primaries, watch.sidecars
+    assert not any(watch.restarts.values()), watch.restarts
 
 
 def assert_nothing_left(cluster: Cluster, name: str, namespace: str) -> None:
@@ -170,11 +211,22 @@ def assert_nothing_left(cluster: Cluster, name: str, namespace: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "api_version", "algorithm", "trials"),
+    ("name", "api_version", "algorithm", "trials", "chief", "collector"),
     [
-        # make test's: one round of trials, side by side.
-        pytest.param("sweep-kubeflow", KUBEFLOW_API_VERSION, "random", 2, marks=pytest.mark.smoke),
-        ("sweep-tfjob-dev", API_VERSION, "tpe", 4),
+        # make test's: one trial, Worker-only (its primary pod labelled as it is made).
+        pytest.param(
+            "sweep-kubeflow-workers",
+            KUBEFLOW_API_VERSION,
+            "random",
+            1,
+            False,
+            "StdOut",
+            marks=pytest.mark.smoke,
+        ),
+        ("sweep-tfjob-dev-chief", API_VERSION, "tpe", 4, True, "StdOut"),
+        ("sweep-kubeflow-chief", KUBEFLOW_API_VERSION, "random", 2, True, "StdOut"),
+        ("sweep-tfjob-dev-workers", API_VERSION, "random", 2, False, "StdOut"),
+        ("sweep-file-none", API_VERSION, "random", 2, True, "File"),
     ],
 )
 def test_a_sweep_finds_its_optimal_trial(
@@ -184,8 +236,10 @@ def test_a_sweep_finds_its_optimal_trial(
     api_version: str,
     algorithm: str,
     trials: int,
+    chief: bool,
+    collector: str,
 ) -> None:
-    body = experiment(name, api_version, algorithm, trials)
+    body = experiment(name, api_version, algorithm, trials, chief, collector)
     exp, watch = run_sweep(cluster, body, trials_namespace)
     assert_sweep(cluster, body, exp, watch)
     assert_nothing_left(cluster, name, trials_namespace)

@@ -40,33 +40,44 @@ def test_every_trial_is_a_valid_tfjob_of_kubeflows_group():
         assert (opts.learning_rate, opts.batch_size) == (0.004, 64)
 
 
-def test_the_primary_pod_is_the_chiefs_and_its_container_is_tensorflow():
-    experiment = yaml.safe_load(EXPERIMENT.read_text())
-    template = experiment["spec"]["trialTemplate"]
-    decision = decide(
-        JobView.from_body(trial({"learningRate": "1", "batchSize": "1"})), [], NOW, ""
-    )
-    primary = [
-        c["metadata"]["name"]
-        for c in decision.children
-        if c["kind"] == "StatefulSet"
-        and template["primaryPodLabels"].items()
-        <= c["spec"]["template"]["metadata"]["labels"].items()
-    ]
-    assert primary == ["mnist-tfjob-abc123-chief"]
-    assert template["primaryPodLabels"] == {kubeflow.JOB_ROLE: kubeflow.MASTER_ROLE}
+# What Katib's Experiment defaulting gives a trial whose kind is TFJob, of either group
+# (pkg/apis/controller/experiments/v1beta1: DefaultKubeflowJobPrimaryPodLabels).
+KATIB_PRIMARY = {kubeflow.JOB_ROLE: kubeflow.MASTER_ROLE}
+
+
+def test_it_is_written_as_for_training_operator_with_katibs_defaults():
+    """No collector, primary pod labels, conditions or cleanPodPolicy of its own."""
+    spec = yaml.safe_load(EXPERIMENT.read_text())["spec"]
+    assert "metricsCollectorSpec" not in spec
+    template = spec["trialTemplate"]
+    assert not {"primaryPodLabels", "successCondition", "failureCondition"} & template.keys()
+    assert "cleanPodPolicy" not in template["trialSpec"]["spec"].get("runPolicy", {})
     assert template["primaryContainerName"] == "tensorflow"
-    assert 'type=="Succeeded"' in template["successCondition"]
 
 
-def test_the_chief_writes_the_file_katibs_collector_reads():
-    experiment = yaml.safe_load(EXPERIMENT.read_text())
-    collector = experiment["spec"]["metricsCollectorSpec"]
-    assert collector["collector"]["kind"] == "File"
-    path = collector["source"]["fileSystemPath"]["path"]
-    body = trial({"learningRate": "0.01", "batchSize": "32"})
-    chief = body["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["containers"][0]
-    assert str(options.parse(chief["args"]).metrics_file) == path
+def _primary(body: dict) -> list[tuple[str, str]]:
+    """(StatefulSet, how its primary pod gets Katib's labels): in its template, or as pod 0
+    is made (`kubeflow.label_policies`)."""
+    decision = decide(JobView.from_body(body), [], NOW, "")
+    found = []
+    for c in decision.children:
+        if c["kind"] != "StatefulSet":
+            continue
+        meta = c["spec"]["template"]["metadata"]
+        if KATIB_PRIMARY.items() <= meta["labels"].items():
+            found.append((c["metadata"]["name"], "template"))
+        elif meta.get("annotations", {}).get(kubeflow.FIRST_ROLE) == kubeflow.MASTER_ROLE:
+            found.append((c["metadata"]["name"], "pod 0"))
+    return found
+
+
+def test_the_primary_pod_is_the_chiefs_or_worker_0s():
+    body = trial({"learningRate": "1", "batchSize": "1"})
+    assert _primary(body) == [("mnist-tfjob-abc123-chief", "template")]
+    replicas = body["spec"]["tfReplicaSpecs"]
+    replicas["Worker"]["replicas"] = 2
+    del replicas["Chief"]
+    assert _primary(body) == [("mnist-tfjob-abc123-worker", "pod 0")]
 
 
 @pytest.mark.parametrize(("experiment", "valid"), [("e" * 36, True), ("e" * 37, False)])
