@@ -73,8 +73,10 @@ class JobState:
     restarted: set[str] = field(default_factory=set)
     # Pods (by uid) of a finished job deleted as done (`limits.done_pods`), likewise.
     ended: set[str] = field(default_factory=set)
-    # Pods (by uid) whose finalizer was taken off (`lifecycle.ended`), likewise.
+    # Pods (by uid) whose finalizer was taken off (`lifecycle.ended`), likewise: the job's own,
+    # and those of an earlier job of its name or of none (`Reconciler.let_go`).
     released: set[str] = field(default_factory=set)
+    earlier_released: set[str] = field(default_factory=set)
     # StatefulSets (by name) scaled to 0, while the watch may still show their pods wanted.
     scaled: set[str] = field(default_factory=set)
     # The other controller runPolicy.managedBy names, once its Event is posted ("": none).

@@ -341,6 +341,9 @@ class Reconciler:
         if await self._run_elsewhere(key, body):
             return None
         children = self._children(key, body)
+        # An earlier job's of this name, which the garbage collector is deleting.
+        own = {p.uid for p in children.pods}
+        await self._let_go(key, [p for p in self.pods.get(key, []) if p.uid not in own])
         if children.earlier_sets:
             # Said in the job's status once it lasts: the garbage collector deletes an earlier
             # job's children in seconds, but never those orphaned on purpose.
@@ -430,18 +433,18 @@ class Reconciler:
         """A job deleted, being deleted, or not known yet: its pods held by our finalizer are
         let go unless their StatefulSet, as it stands, would make them again (`ended.releases`,
         any exit taken as final: the spec is not read). Safe whatever the job's state."""
-        if not self.kube.may_write():
-            return
-        pods = list(self.pods.get(key, []))
-        if not any(p.finalized for p in pods):
+        await self._let_go(key, list(self.pods.get(key, [])))
+
+    async def _let_go(self, key: JobKey, pods: list[PodObservation]) -> None:
+        if not self.kube.may_write() or not any(p.finalized for p in pods):
             return
         sets = list(self.statefulsets.get(key, []))
-        group = self.kube.group
+        gone = releases(pods, sets, {}, self.kube.group)
         state = self.state.get(key)
-        asked = state.released if state is not None else set()
-        done = await release_pods(self.kube, asked, key[0], releases(pods, sets, {}, group))
+        asked = state.earlier_released if state is not None else set()
+        done = await release_pods(self.kube, asked, key[0], gone)
         if state is not None:
-            state.released = done
+            state.earlier_released = done
 
     async def _apply_children(
         self,

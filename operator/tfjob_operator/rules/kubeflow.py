@@ -19,7 +19,6 @@ template and costs no write.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-
 from typing import Any
 
 from tfjob_operator.api.spec import GROUP, KUBEFLOW_GROUP, ReplicaType

@@ -133,15 +133,16 @@ def after_finish(
 def done_pods(pods: Sequence[PodObservation]) -> tuple[tuple[str, str], ...]:
     """The pods, going with their finished job, whose task is done: its latest exit was 0,
     and its container has no restart rules to keep it down (no finalizer of ours: made on a
-    server without them, `lifecycle.ended`). The kubelet runs that container again, often just
-    as the scale-down's SIGTERM comes: a process that has not yet set a handler for it (and,
-    as PID 1, ignores it) would run on for the whole grace period, holding its node and GPU,
-    to repeat work that is done. Such pods are deleted with DONE_GRACE_SECONDS, once."""
+    server without them, `lifecycle.ended`; nor has it ended for good). The kubelet runs that
+    container again, often just as the scale-down's SIGTERM comes: a process that has not yet
+    set a handler for it (and, as PID 1, ignores it) would run on for the whole grace period,
+    holding its node and GPU, to repeat work that is done. Such pods are deleted with
+    DONE_GRACE_SECONDS, once."""
     return tuple(
         (p.name, p.uid)
         for p in pods
         if p.latest_exit is not None
         and p.latest_exit.code == 0
-        and not p.finalized
+        and not (p.finalized or p.ended)
         and not (p.deleting and p.grace is not None and p.grace <= DONE_GRACE_SECONDS)
     )

@@ -49,6 +49,7 @@ class Scenario:
     ticks: int = 12
     expect: str = "Succeeded"  # the fault-free run's end: a terminal state, or "Deleted"
     gang: Gang | None = None  # the operator's gang scheduler
+    rules: bool = False  # the API server keeps container restart rules
 
 
 @dataclass(frozen=True)
@@ -85,8 +86,15 @@ class Operator:
     """The operator's process on the simulated cluster: a `Reconciler` with kopf's indexes
     filled from the world, made anew after a crash."""
 
-    def __init__(self, world: World, kube: SimKube, key: JobKey, gang: Gang | None = None) -> None:
-        self.world, self.kube, self.key, self.gang = world, kube, key, gang
+    def __init__(
+        self,
+        world: World,
+        kube: SimKube,
+        key: JobKey,
+        gang: Gang | None = None,
+        rules: bool = False,
+    ) -> None:
+        self.world, self.kube, self.key, self.gang, self.rules = world, kube, key, gang, rules
         self.jobs: dict[JobKey, list[dict[str, Any]]] = {}
         self.pods: dict[JobKey, list[Any]] = {}
         self.sets: dict[JobKey, list[Any]] = {}
@@ -104,6 +112,7 @@ class Operator:
             clock=lambda: float(self.world.rv),
             gang=self.gang,
             queueing=Queueing(),
+            restart_rules=self.rules,
         )
 
     def close(self) -> None:
@@ -164,7 +173,7 @@ def run(scenario: Scenario, fault: Fault | None = None) -> Run:
         events.append(reason)
 
     kopf.event = event  # type: ignore[assignment]
-    op = Operator(world, kube, key, scenario.gang)
+    op = Operator(world, kube, key, scenario.gang, scenario.rules)
     try:
         _create(world, scenario.job)
         for tick in range(scenario.ticks):

@@ -164,3 +164,21 @@ SCENARIOS = [
         ticks=14,
     ),
 ]
+
+# Where the API server keeps container restart rules: an exit that ends a task keeps its
+# container down, its pod Succeeded or Failed, held by the operator's finalizer while its
+# StatefulSet would make it again; a task started again after that is a violation.
+RULES = {
+    "chief-succeeds",
+    "chief-succeeds-clean-all",
+    "chief-succeeds-clean-none",
+    "all-workers-succeed",
+    "worker-fails",
+    "retries-to-backoff-limit",
+    "resize",
+    "ttl-after-finish",
+    "deleted-and-made-again",
+}
+SCENARIOS += [
+    dataclasses.replace(s, name=f"{s.name}-rules", rules=True) for s in SCENARIOS if s.name in RULES
+]

@@ -5,8 +5,11 @@ runs against it through `SimKube`, which records every API call and can fail any
 (`Fault`).
 
 A task's container runs for its script's ticks, then exits with its code; the kubelet starts it
-again (a StatefulSet's pods always restart). A deleted pod's container gets SIGTERM and, as the
-trainer does, saves and exits `stop.EXIT_STOPPED`; the pod is gone a tick later."""
+again, as the pod's `Always` says, or as the container's own restart rules say where the
+operator renders them (`restartpolicy`): then a pod whose container stays down is Succeeded or
+Failed, and the StatefulSet controller deletes it, to make it again once it is gone. A deleted
+pod's container gets SIGTERM and, as the trainer does, saves and exits `stop.EXIT_STOPPED`; the
+pod is gone a tick later, once no finalizer holds it."""
 
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ from tfjob_operator.controller.client import NotLeader
 from tfjob_operator.rules import naming
 from tfjob_operator.rules import status as st
 from tfjob_protocol import stop
-from tfjob_testbed.core.jobs import container_status
+from tfjob_testbed.core.jobs import container_status, kubelet_restarts
 
 # The calls that change something in the cluster: a reconcile that makes none has settled.
 WRITES = frozenset(
@@ -41,6 +44,7 @@ WRITES = frozenset(
         "delete_pod",
         "force_delete_pod",
         "label_pod",
+        "release_pod",
         "create_workload",
         "delete_workload",
         "patch_workload",
@@ -109,6 +113,15 @@ class Pod:
     labels: dict[str, str] = field(default_factory=dict)
     lost: bool = False  # its node stopped answering: the pod shows what its kubelet last said
     group: str = ""  # the PodGroup its template named (spec.schedulingGroup), if any
+    # Its TensorFlow container as its template renders it (restart rules), and its finalizers.
+    spec: dict[str, Any] = field(default_factory=dict)
+    finalizers: list[str] = field(default_factory=list)
+
+    @property
+    def ended(self) -> bool:
+        """Its container is down and its kubelet will not start it again: Succeeded/Failed."""
+        code = self.container.code
+        return code is not None and not kubelet_restarts(self.spec, code)
 
     def body(self, namespace: str) -> dict[str, Any]:
         c = self.container
@@ -139,7 +152,12 @@ class Pod:
         if self.deleting:
             meta["deletionTimestamp"] = "2026-01-01T00:00:30Z"
             meta["deletionGracePeriodSeconds"] = self.grace if self.grace is not None else 30
-        status: dict[str, Any] = {"phase": "Running", "containerStatuses": [cs]}
+        if self.finalizers:
+            meta["finalizers"] = list(self.finalizers)
+        phase = "Running"
+        if self.ended:
+            phase = "Succeeded" if c.code == 0 else "Failed"
+        status: dict[str, Any] = {"phase": phase, "containerStatuses": [cs]}
         if self.lost:
             # As the node controller marks it, long enough ago that runPolicy's timeout has run.
             status["conditions"] = [
@@ -147,7 +165,7 @@ class Pod:
             ]
         spec: dict[str, Any] = {
             "nodeName": "node-1",
-            "containers": [{"name": "tensorflow", "image": "x"}],
+            "containers": [{"name": "tensorflow", "image": "x", **self.spec}],
         }
         if self.group:
             spec["schedulingGroup"] = {"podGroupName": self.group}
@@ -220,6 +238,8 @@ class World:
     workloads_gone: list[dict[str, Any]] = field(default_factory=list)
     # Rules broken on the way (a StatefulSet that wants pods applied for a finished job).
     violations: list[str] = field(default_factory=list)
+    # The tasks whose container exited for good (restart rules): none may start again.
+    ended: set[tuple[str, int]] = field(default_factory=set)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
     rv: int = 1
 
@@ -234,11 +254,15 @@ class World:
         """One step of Kubernetes: deleted pods go, StatefulSets make their missing pods,
         containers run, exit and start again."""
         for name, p in list(self.pods.items()):
-            # Only its kubelet ends a pod gracefully: a lost node's goes when forced.
-            if p.deleting and (not p.lost or p.grace == 0):
+            # Only its kubelet ends a pod gracefully: a lost node's goes when forced; a
+            # finalizer holds it until it is taken off.
+            if p.deleting and (not p.lost or p.grace == 0) and not p.finalizers:
                 self._remove(name)
         for s in self.sets.values():
             rt = s.manifest["spec"]["template"]["metadata"]["labels"][naming.LABEL_REPLICA_TYPE]
+            for p in list(self.pods.values()):
+                if p.owner == s.uid and p.ended and not p.deleting:
+                    p.deleting = True  # a pod in a terminal phase: made again once it is gone
             for i in range(s.replicas):
                 name = f"{s.name}-{i}"
                 if name not in self.pods:
@@ -295,14 +319,20 @@ class World:
         annotations = s.manifest["spec"]["template"]["metadata"].get("annotations") or {}
         spec_hash = annotations.get(naming.ANNOTATION_SPEC_HASH, "")
         labels = dict(s.manifest["spec"]["template"]["metadata"].get("labels") or {})
-        group = s.manifest["spec"]["template"]["spec"].get("schedulingGroup") or {}
+        template = s.manifest["spec"]["template"]
+        group = template["spec"].get("schedulingGroup") or {}
         p = Pod(name, self.uid("pod"), task, s.uid, s.revision, spec_hash, labels=labels)
         p.group = group.get("podGroupName", "")
+        (tf,) = template["spec"]["containers"]
+        p.spec = {k: tf[k] for k in ("restartPolicy", "restartPolicyRules") if k in tf}
+        p.finalizers = list(template["metadata"].get("finalizers") or [])
         self.pods[name] = p
         self._start(p)
 
     def _start(self, p: Pod) -> None:
         c = p.container
+        if p.task in self.ended:
+            self.violations.append(f"{p.task} started again after its task ended")
         n = self.starts.get(p.task, 0)
         self.starts[p.task] = n + 1
         if p.task not in self.saved:
@@ -317,6 +347,8 @@ class World:
         c = p.container
         if p.deleting or p.lost:
             return
+        if p.ended:
+            return
         if c.code is not None:  # restarted by the kubelet
             c.last, c.code, c.message = (c.code, c.message), None, ""
             self._start(p)
@@ -326,6 +358,8 @@ class World:
         c.left -= 1
         if c.left <= 0:
             c.code = c.pending
+            if p.ended:
+                self.ended.add(p.task)
 
     def _stop(self, p: Pod, grace: int | None = None) -> None:
         """SIGTERM: a running container saves and exits EXIT_STOPPED."""
@@ -502,6 +536,14 @@ class SimKube:
 
     def force_delete_pod(self, namespace: str, name: str, uid: str) -> None:
         self._call("force_delete_pod", name, lambda: self.world.delete_pod(name, uid, 0))
+
+    def release_pod(self, namespace: str, name: str, uid: str) -> None:
+        def act() -> None:
+            p = self.world.pods.get(name)
+            if p is not None and p.uid == uid:
+                p.finalizers = [f for f in p.finalizers if f != naming.finalizer(self.group)]
+
+        self._call("release_pod", name, act)
 
     def label_pod(self, namespace: str, name: str, uid: str, labels: dict[str, str]) -> None:
         def act() -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,7 @@ from tests.unit.operator.controller.faults.explorer import (
     run,
 )
 from tests.unit.operator.controller.faults.scenarios import SCENARIOS
-from tests.unit.operator.controller.faults.sim import Fault, exits
+from tests.unit.operator.controller.faults.sim import Fault, World, exits
 from tfjob_testbed.core.jobs import tfjob
 from tfjob_testbed.core.paths import ROOT
 
@@ -67,3 +68,20 @@ def test_a_success_whose_status_write_is_lost_is_not_trained_again():
         assert faulted.struck
         assert faulted.outcome.state == "Succeeded"
         assert faulted.outcome.fresh_starts == clean.outcome.fresh_starts == ((("chief", 0), 1),)
+
+
+def test_an_ended_task_made_again_is_found(monkeypatch):
+    """Where restart rules are kept, the explorer sees a task started again after its exit
+    ended it: the pods made without the operator's finalizer, worker 0's done pod is made
+    again by its StatefulSet while worker 1 runs on."""
+    scenario = next(s for s in SCENARIOS if s.name == "all-workers-succeed-rules")
+    assert run(scenario).outcome.violations == ()
+    make = World._make_pod
+
+    def unheld(self: World, *args: Any) -> None:
+        make(self, *args)
+        for p in self.pods.values():
+            p.finalizers = []
+
+    monkeypatch.setattr(World, "_make_pod", unheld)
+    assert run(scenario).outcome.violations == ("('worker', 0) started again after its task ended",)
