@@ -14,7 +14,10 @@ own, one job at a time, alternating which goes first:
 Each phase ends when the last of the job's 4 pods gets there, timed from `kubectl apply` on the
 host's wall clock (`startup.start_one`): pods created, bound to the node, trainer processes
 started, every task ready (TensorFlow imported, data read, every peer's DNS record found: the
-TF_CONFIG cluster reachable), and the chief's first report (10 steps).
+TF_CONFIG cluster reachable), and the chief's first report (10 steps). That job says
+`cleanPodPolicy: All`: from its Succeeded condition (as the watch saw it) until every pod is
+gone is its end. A second job, `cleanPodPolicy: None` (training-operator's default), is
+deleted once it has Succeeded: from `kubectl delete` until the TFJob, then every pod, is gone.
 
 The cluster is what `make cluster` starts (tfjob_testbed.cluster). Needs root.
 Run: `python benchmarks/first_step.py --runs 5`.
@@ -40,11 +43,13 @@ RELEASE = "tfjob-kubeflow"
 CONTROLLERS = {"ours": "ours", "training-operator": "peer"}  # name: its namespace
 
 
-def job(extra: list[str]) -> dict:
-    """mnist-ps as a Kubeflow user writes it: `kubeflow.org/v1`, no checkpoint section."""
+def job(extra: list[str], clean: str) -> dict:
+    """mnist-ps as a Kubeflow user writes it: `kubeflow.org/v1`, no checkpoint section; what
+    goes once it has finished (`clean`: its cleanPodPolicy)."""
     manifest = example(JOB, JOB, extra)
     manifest["apiVersion"] = f"{KUBEFLOW_GROUP}/v1"
     del manifest["spec"]["checkpoint"]
+    manifest["spec"].setdefault("runPolicy", {})["cleanPodPolicy"] = clean
     return manifest
 
 
@@ -62,12 +67,23 @@ def phases(run: Started) -> dict[str, float]:
     }
 
 
-def one_run(cluster: Cluster, namespace: str, manifest: dict) -> dict[str, float]:
-    run = start_one(cluster, namespace, manifest, PODS, KUBEFLOW_GROUP)
+def one_run(cluster: Cluster, namespace: str, all_: dict, none: dict) -> dict[str, float]:
+    """The `cleanPodPolicy: All` job to its end, timed; then the `None` one, deleted."""
+    run = start_one(cluster, namespace, all_, PODS, KUBEFLOW_GROUP)
     out = phases(run)
     out["first_step"] = run.first_step_at - run.t0
     chief = run.tasks[PODS[0]]
     out |= {f"chief {k}": chief.get(k, 0.0) for k in ("import", "data", "peers")}
+    succeeded = run.marks.wait(("condition", JOB, "Succeeded"), DEADLINE)[0]
+    wait_for(
+        lambda: not cluster.get("pods", "-n", namespace).get("items"),
+        DEADLINE,
+        f"the pods of {namespace} gone",
+        0.2,
+    )
+    out["ended"] = time.time() - succeeded
+    cluster.kubectl("delete", f"tfjobs.{KUBEFLOW_GROUP}", "--all", "-n", namespace, "--wait")
+    start_one(cluster, namespace, none, PODS, KUBEFLOW_GROUP)
     out["job gone"], out["gone"], last = torn_down(cluster, namespace)
     print(f"  {namespace}: the last pods to go: {last}")
     return out
@@ -99,8 +115,9 @@ ROWS = [
     ("started", "apply → every trainer process started"),
     ("ready", "apply → every task ready (TF_CONFIG cluster reachable)"),
     ("first_step", "apply → chief's first report (10 steps)"),
-    ("job gone", "TFJob deleted (Succeeded) → TFJob gone"),
-    ("gone", "TFJob deleted (Succeeded) → every pod gone"),
+    ("ended", "Succeeded → every pod gone (cleanPodPolicy All)"),
+    ("job gone", "TFJob deleted (Succeeded, cleanPodPolicy None) → TFJob gone"),
+    ("gone", "TFJob deleted (Succeeded, cleanPodPolicy None) → every pod gone"),
     ("chief import", "aside: the chief's TensorFlow import"),
     ("chief data", "aside: the chief's data"),
     ("chief peers", "aside: the chief's wait for its peers' DNS records"),
@@ -141,7 +158,8 @@ def main() -> None:
         "image's TensorFlow from disk, and would be charged to whichever controller went first",
     )
     a = parser.parse_args()
-    manifest = job([f"--steps={a.steps}", "--log-every=10"])
+    extra = [f"--steps={a.steps}", "--log-every=10"]
+    jobs = job(extra, "All"), job(extra, "None")
     with running() as cluster, tempfile.TemporaryDirectory() as work:
         kubectl = Kubectl(cluster.tools.kubectl, cluster.kubeconfig)
         for namespace in CONTROLLERS.values():
@@ -153,14 +171,14 @@ def main() -> None:
         try:
             for _ in range(a.warm_up):
                 for name, namespace in CONTROLLERS.items():
-                    warm = one_run(cluster, namespace, manifest)
+                    warm = one_run(cluster, namespace, *jobs)
                     print(f"warm-up {name}: first step {warm['first_step']:.2f} s")
             runs: dict[str, list[dict[str, float]]] = {name: [] for name in CONTROLLERS}
             for i in range(a.runs):
                 order = list(CONTROLLERS) if i % 2 == 0 else list(reversed(CONTROLLERS))
                 for name in order:
                     t = time.monotonic()
-                    runs[name].append(one_run(cluster, CONTROLLERS[name], manifest))
+                    runs[name].append(one_run(cluster, CONTROLLERS[name], *jobs))
                     figures = ", ".join(f"{k} {v:.2f}" for k, v in runs[name][-1].items())
                     print(f"run {i + 1} {name} ({time.monotonic() - t:.0f} s): {figures}")
         finally:

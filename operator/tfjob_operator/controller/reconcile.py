@@ -436,7 +436,7 @@ class Reconciler:
         await self._let_go(key, list(self.pods.get(key, [])))
 
     async def _let_go(self, key: JobKey, pods: list[PodObservation]) -> None:
-        if not self.kube.may_write() or not any(p.finalized for p in pods):
+        if not any(p.finalized and p.deleting for p in pods) or not self.kube.may_write():
             return
         sets = list(self.statefulsets.get(key, []))
         gone = releases(pods, sets, {}, self.kube.group)

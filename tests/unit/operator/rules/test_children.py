@@ -151,6 +151,7 @@ def test_user_template_is_kept_and_only_extended():
     assert pod["metadata"]["annotations"] == {
         "x": "y",
         "tfjob.dev/spec-hash": pod["metadata"]["annotations"]["tfjob.dev/spec-hash"],
+        "tfjob.dev/index-0-role": "master",  # no Chief: worker 0 is the master
     }
     assert pod["metadata"]["labels"]["team"] == "a"
     for key in ("nodeSelector", "tolerations", "affinity", "securityContext"):
