@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import kubernetes
 import pytest
 
 from tests.integration.helpers import CHILD_WAIT, Job
@@ -19,6 +20,7 @@ from tfjob_operator.rules import kubeflow
 from tfjob_operator.rules import status as st
 from tfjob_testbed.core.jobs import tfjob
 from tfjob_testbed.core.kube import wait_for
+from tfjob_testbed.core.paths import ROOT
 
 pytestmark = pytest.mark.integration
 
@@ -250,3 +252,62 @@ def test_our_extensions_work_in_kubeflows_group(kf_job):
     assert [o.api_version for o in claim.metadata.owner_references] == [KF]
     assert kf_job.wait_condition(name, st.Cond.CREATED)["status"] == "True"
     assert kf_job.status(name)["tensorboard"]["service"] == f"{name}-tensorboard"
+
+
+POLICIES = ROOT / "manifests" / "policies" / "pod-labels.yaml"
+
+
+def test_each_pod_is_born_with_its_own_labels_under_the_admission_policies(
+    job, kubectl, api, operator
+):
+    """manifests/policies/ (MutatingAdmissionPolicies, 1.36+): a `tfjob.dev` job's pods, which
+    the operator never patches, carry their index as they are made, and worker 0 of a job
+    without a Chief its master role; a Chief's pod keeps its template's."""
+    minor = int(kubernetes.client.VersionApi(api).get_code().minor.rstrip("+"))
+    if minor < 36:
+        pytest.skip("MutatingAdmissionPolicy is GA from Kubernetes 1.36")
+    kubectl("apply", "-f", str(POLICIES))
+    try:
+        # A policy takes effect once the API server has loaded it: a pod made with dryRun
+        # shows when.
+        probe = {
+            "metadata": {
+                "name": "probe",
+                "labels": {
+                    "app.kubernetes.io/managed-by": "tfjob-operator",
+                    kubeflow.POD_INDEX: "0",
+                },
+                "annotations": {kubeflow.FIRST_ROLE: kubeflow.MASTER_ROLE},
+            },
+            "spec": {"containers": [{"name": "c", "image": "x"}]},
+        }
+
+        def loaded() -> bool:
+            made = job.core.create_namespaced_pod(job.ns, probe, dry_run="All")
+            return (made.metadata.labels or {}).get(kubeflow.JOB_ROLE) == kubeflow.MASTER_ROLE
+
+        wait_for(loaded, CHILD_WAIT, "the admission policies loaded")
+        workers = job.create(tfjob(name="born", replicas={"Worker": 2}))
+
+        def labelled() -> dict[str, dict[str, str]] | None:
+            found = {
+                p.metadata.name: p.metadata.labels
+                for p in job.core.list_namespaced_pod(
+                    job.ns, label_selector=f"tfjob.dev/job-name={workers}"
+                ).items
+            }
+            return found if len(found) == 2 else None
+
+        got = wait_for(labelled, CHILD_WAIT, "the workers' pods")
+        assert got[f"{workers}-worker-0"][kubeflow.JOB_ROLE] == kubeflow.MASTER_ROLE
+        assert kubeflow.JOB_ROLE not in got[f"{workers}-worker-1"]
+        for pod, labels in got.items():
+            assert labels[kubeflow.REPLICA_INDEX] == pod.rsplit("-", 1)[1]
+        chief = job.create(tfjob(name="chiefly", replicas={"Chief": 1, "Worker": 1}))
+        pods_ = wait_for(lambda: len(p := job.pods(chief)) == 2 and p, CHILD_WAIT, "pods")
+        labels = {p: job.core.read_namespaced_pod(p, job.ns).metadata.labels for p in pods_}
+        assert labels[f"{chief}-chief-0"][kubeflow.JOB_ROLE] == kubeflow.MASTER_ROLE
+        assert kubeflow.JOB_ROLE not in labels[f"{chief}-worker-0"]
+        assert labels[f"{chief}-worker-0"][kubeflow.REPLICA_INDEX] == "0"
+    finally:
+        kubectl("delete", "-f", str(POLICIES), "--wait")

@@ -86,10 +86,11 @@ class Kubelet:
     def __init__(self, core: kubernetes.client.CoreV1Api, namespace: str) -> None:
         self.core, self.namespace = core, namespace
 
-    def set(self, pod: str, **container: Any) -> None:
-        """Report the pod's container as `container_status(**container)` describes it."""
+    def set(self, pod: str, phase: str = "Running", **container: Any) -> None:
+        """Report the pod's container as `container_status(**container)` describes it, and the
+        pod's `phase` (Succeeded or Failed: its container stays down, by its restart rules)."""
         cs = container_status(**container)
-        body = {"status": {"phase": "Running", "podIP": "10.0.0.1", "containerStatuses": [cs]}}
+        body = {"status": {"phase": phase, "podIP": "10.0.0.1", "containerStatuses": [cs]}}
         self.core.patch_namespaced_pod_status(pod, self.namespace, body)
 
     def run_all(self, pods: list[str]) -> None:
