@@ -48,8 +48,17 @@ STATUS_PATCHES = range(4, 6)
 GANG_WRITES = {("patch", "workloads"): 1, ("patch", "podgroups"): 1}
 
 
+# Where it keeps container restart rules (1.35+): no pod is deleted to end a done task (its
+# container stays down), and each pod the scale-down deletes is let go of the operator's
+# finalizer, one patch each.
+RULE_WRITES = {("patch", "pods"): 3}
+
+
 def child_writes(kube) -> dict[tuple[str, str], int]:
-    return CHILD_WRITES | (GANG_WRITES if kube.serves(*NATIVE_API) else {})
+    writes = CHILD_WRITES | (GANG_WRITES if kube.serves(*NATIVE_API) else {})
+    if kube.keeps_restart_rules("default"):
+        writes = {k: n for k, n in writes.items() if k != ("delete", "pods")} | RULE_WRITES
+    return writes
 
 
 def requests(control_plane, namespace: str) -> Counter[tuple[str, str]]:

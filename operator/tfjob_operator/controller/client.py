@@ -49,6 +49,7 @@ WRITES = {
     ("", "services", "create"),
     ("", "services", "patch"),  # server-side apply may create
     ("", "services", "delete"),  # a replica type removed from the spec
+    # ... and the dry-run one that asks, at start, whether container restart rules are kept.
     ("apps", "statefulsets", "create"),
     ("apps", "statefulsets", "patch"),
     ("apps", "statefulsets", "delete"),
@@ -57,7 +58,8 @@ WRITES = {
     ("apps", "deployments", "patch"),
     ("apps", "deployments", "delete"),
     ("", "persistentvolumeclaims", "create"),
-    # Each pod's own Kubeflow labels (replica index, master role), once per pod.
+    # Each pod's own Kubeflow labels (replica index, master role), once per pod; the
+    # operator's finalizer taken off a pod (`lifecycle.ended`).
     ("", "pods", "patch"),
     # A pod whose node stopped answering, past runPolicy.nodeLostTimeoutSeconds; the pods of
     # an old template revision, all at once (`lifecycle.restart`).
