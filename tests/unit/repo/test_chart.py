@@ -625,3 +625,33 @@ def test_an_addons_own_account_gets_its_access_only_when_enabled(helm, renders, 
     assert by_kind[("ClusterRoleBinding", name)]["subjects"] == [
         {"kind": "ServiceAccount", "name": default_name, "namespace": default_namespace}
     ]
+
+
+MAP_API = "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"
+
+
+@pytest.mark.parametrize(
+    ("values", "args", "made"),
+    [
+        ({}, ("--api-versions", MAP_API), True),
+        ({}, (), False),  # not served (before 1.36): nothing that would fail the install
+        ({"kubeflowPodLabels": {"enabled": False}}, ("--api-versions", MAP_API), False),
+    ],
+    ids=["served", "not-served", "off"],
+)
+def test_the_pod_label_policies_are_the_generated_ones_named_for_the_release(
+    helm, values, args, made
+):
+    docs = template(helm, values, *args)
+    policies = find(docs, "MutatingAdmissionPolicy") + find(docs, "MutatingAdmissionPolicyBinding")
+    if not made:
+        assert policies == []
+        return
+    generated = [d for d in yaml.safe_load_all((CHART / "files" / "pod-labels.yaml").read_text())]
+    assert len(policies) == len(generated) == 4
+    by_name = {(d["kind"], d["metadata"]["name"]): d for d in policies}
+    for want in generated:
+        name = want["metadata"]["name"]  # tfjob-operator-...: the release's fullname prefix
+        got = by_name[(want["kind"], name)]
+        assert got["spec"] == want["spec"]
+        assert got["metadata"]["labels"]["app.kubernetes.io/instance"] == RELEASE
