@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 
+import kubernetes
 import pytest
 
 pytestmark = pytest.mark.integration
@@ -33,10 +34,12 @@ SCRIPT = textwrap.dedent(
     kube.apply(service)
     kube.apply(service)
     kube.label_pod(ns, "no-such-pod", "0000", {"a": "b"})  # 404: done
+    kube.release_pod(ns, "no-such-pod", "0000")  # 404: done
     kube.scale_to_zero(ns, "no-such-statefulset")  # 404: done
     found = {
         "failed_creates": kube.failed_creates(ns),
         "foreign": kube.foreign_children(ns, "probe", "0000"),
+        "restart_rules": kube.keeps_restart_rules(ns),
         "workload_version": kube.workload_version(),
         "priority_class": kube.get_cluster_object(
             "scheduling.k8s.io", "v1", "priorityclasses", "no-such-class"
@@ -68,6 +71,8 @@ def test_requests_by_path_load_no_typed_class(control_plane, core, kubectl, ns):
     found = json.loads(run.stdout.splitlines()[-1])
     assert found["loaded"] == []
     assert found["failed_creates"] == {} and found["foreign"] == []
+    minor = int(kubernetes.client.VersionApi(core.api_client).get_code().minor.rstrip("+"))
+    assert found["restart_rules"] is (minor >= 35)  # the probe stored nothing (below)
     assert found["workload_version"] is None  # no Kueue on this API server
     assert found["priority_class"] is None
     assert found["priority_classes"] >= 2  # Kubernetes' own system classes
@@ -75,3 +80,4 @@ def test_requests_by_path_load_no_typed_class(control_plane, core, kubectl, ns):
     lease = kubectl.get_json("lease", "probe", "-n", ns)
     assert lease["spec"]["holderIdentity"] == "me"
     assert [s.metadata.name for s in core.list_namespaced_service(ns).items] == []
+    assert kubectl.get_json("statefulsets", "-n", ns)["items"] == []

@@ -377,29 +377,23 @@ class Kube:
         )
 
     def label_pod(self, namespace: str, name: str, uid: str, labels: dict[str, str]) -> None:
-        """Add labels to one pod; the uid makes it that pod, not a successor of its name."""
-        self._fence()
-        patch = {"metadata": {"uid": uid, "labels": labels}}
-        # 404, 409, 422: gone, or replaced by a pod of the same name.
-        self._send(
-            "PATCH",
-            path("", "v1", "pods", namespace, name),
-            patch,
-            content_type=MERGE,
-            unless=(404, 409, 422),
-        )
+        """Add labels to one pod."""
+        self._patch_pod(namespace, name, {"uid": uid, "labels": labels})
 
     def release_pod(self, namespace: str, name: str, uid: str) -> None:
-        """Take the operator's finalizer off one pod (`lifecycle.ended`), leaving any other's;
-        the uid makes it that pod, not a successor of its name."""
+        """Take the operator's finalizer off one pod (`lifecycle.ended`), leaving any other's."""
+        held = [naming.finalizer(self.group)]
+        self._patch_pod(namespace, name, {"uid": uid, "$deleteFromPrimitiveList/finalizers": held})
+
+    def _patch_pod(self, namespace: str, name: str, metadata: dict[str, Any]) -> None:
+        """A strategic merge patch of one pod's metadata; its uid makes it that pod, not a
+        successor of its name."""
         self._fence()
-        held = naming.finalizer(self.group)
-        patch = {"metadata": {"uid": uid, "$deleteFromPrimitiveList/finalizers": [held]}}
         # 404, 409, 422: gone, or replaced by a pod of the same name.
         self._send(
             "PATCH",
             path("", "v1", "pods", namespace, name),
-            patch,
+            {"metadata": metadata},
             content_type=STRATEGIC,
             unless=(404, 409, 422),
         )
