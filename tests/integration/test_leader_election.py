@@ -114,11 +114,15 @@ UNDISTURBED = [
 
 
 def writes_by(control_plane, identity: str) -> list[dict]:
+    """The replica's writes: not its dry runs, which store nothing (every replica asks, at
+    start, whether container restart rules are kept)."""
     agent = f"tfjob-operator/{identity}"
     return [
         e
         for e in control_plane.audit()
-        if e.get("userAgent", "").startswith(agent) and e.get("verb") in WRITES
+        if e.get("userAgent", "").startswith(agent)
+        and e.get("verb") in WRITES
+        and "dryRun=" not in e.get("requestURI", "")
     ]
 
 
