@@ -340,7 +340,12 @@ def _child_event(
     elif plural == "pods" and _held_going(body):
         # No job may ever come (deleted while the operator was away): its pods that our
         # finalizer holds are let go all the same, as their StatefulSets go.
-        asyncio.get_running_loop().create_task(_let_go(memo, key))
+        task = asyncio.get_running_loop().create_task(_let_go(memo, key))
+        _letting_go.add(task)  # held until done: the loop keeps only a weak reference
+        task.add_done_callback(_letting_go.discard)
+
+
+_letting_go: set[asyncio.Task[None]] = set()
 
 
 async def _let_go(memo: kopf.Memo, key: JobKey) -> None:

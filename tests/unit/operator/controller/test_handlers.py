@@ -18,7 +18,7 @@ from tfjob_operator.controller import handlers
 from tfjob_operator.rules import naming
 from tfjob_operator.rules.gang import Gang, Scheduler
 from tfjob_operator.rules.lifecycle import JobView, decide
-from tfjob_testbed.core.jobs import tfjob
+from tfjob_testbed.core.jobs import pod, tfjob
 
 NOW = datetime(2026, 11, 24, tzinfo=UTC)
 GANGS = [None, *(Gang(s) for s in Scheduler)]
@@ -139,3 +139,36 @@ def test_no_kopf_handler_runs_on_a_clock_or_writes_progress():
     registry = kopf.get_default_registry()
     assert not list(registry._spawning.get_all_handlers()), "timers or daemons"
     assert not list(registry._changing.get_all_handlers()), "on.create/update/delete handlers"
+
+
+def test_a_held_pod_of_a_job_not_known_is_let_go_without_a_handlers_context():
+    """No TFJob event yet (the job was deleted while the operator was away): a pod of ours
+    being deleted that our finalizer holds is handed to `Reconciler.let_go` all the same, once
+    the children are listed; any other pod event waits for its job's."""
+    let_go: list[tuple[str, str]] = []
+
+    class Releasing(Forgetting):
+        def pod_deleted(self, key, body) -> None:
+            pass
+
+        async def let_go(self, key) -> None:
+            let_go.append(key)
+
+    class Watches:
+        listed = asyncio.Event()
+
+    held = pod(KEY[1], "worker", 0, finalizers=["tfjob.dev/task-ended"])
+    held["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    held["metadata"]["labels"][naming.LABEL_JOB_NAME] = KEY[1]
+
+    async def events() -> None:
+        memo = kopf.Memo(reconciler=Releasing(), elector=None, queue=Queue(), watches=Watches())
+        memo.shared = handlers._Shared()  # no handler has run
+        Watches.listed.set()
+        handlers._child_event(memo, "pods", "MODIFIED", KEY, pod(KEY[1], "worker", 1))
+        handlers._child_event(memo, "pods", "MODIFIED", KEY, held)
+        await asyncio.gather(*handlers._letting_go)
+        assert memo.queue.scheduled == []
+
+    asyncio.run(events())
+    assert let_go == [KEY]
