@@ -16,7 +16,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -47,7 +47,7 @@ from tfjob_operator.rules import status as st
 from tfjob_operator.rules.gang import Gang
 from tfjob_operator.rules.kueue.queue import Queueing, QueueView, queue_label_patch
 from tfjob_operator.rules.lifecycle import Decision, JobView, decide
-from tfjob_operator.rules.lifecycle.ended import releases
+from tfjob_operator.rules.lifecycle.ended import held, releases
 from tfjob_operator.rules.offline_edits import edited_meanwhile
 from tfjob_operator.rules.pods import PodObservation, observe
 from tfjob_operator.rules.statefulsets import StatefulSetObservation
@@ -336,7 +336,7 @@ class Reconciler:
     async def _reconcile(self, key: JobKey) -> float | None:
         body = self._current_body(key)
         if body is None or body["metadata"].get("deletionTimestamp"):
-            await self.let_go(key)
+            await self.let_go(key, gone=True)
             return None
         if await self._run_elsewhere(key, body):
             return None
@@ -429,16 +429,33 @@ class Reconciler:
             job.view = None
         return min(delays) if delays else None
 
-    async def let_go(self, key: JobKey) -> None:
-        """A job deleted, being deleted, or not known yet: its pods held by our finalizer are
-        let go unless their StatefulSet, as it stands, would make them again (`ended.releases`,
-        any exit taken as final: the spec is not read). Safe whatever the job's state."""
-        await self._let_go(key, list(self.pods.get(key, [])))
+    async def let_go(self, key: JobKey, gone: bool = False) -> None:
+        """Let go of the pods of a job not known (`gone`: deleted, or being deleted) that our
+        finalizer holds, unless their StatefulSet, as it stands, would make them again
+        (`ended.releases`, any exit taken as final: the spec is not read). A gone job's
+        StatefulSets go with it: those that hold a pod are scaled to 0 first, so that none
+        makes a pod again once it is let go, and the garbage collector is not waited for."""
+        pods = list(self.pods.get(key, []))
+        if gone and any(p.finalized and p.deleting for p in pods) and self.kube.may_write():
+            sets = list(self.statefulsets.get(key, []))
+            holding = {p.owner for p in pods if held(p, sets, {})}
+            for s in sets:
+                if s.uid in holding:
+                    await asyncio.to_thread(self.kube.scale_to_zero, key[0], s.name)
+            await self._let_go(key, pods, [replace(s, replicas=0) for s in sets])
+            return
+        await self._let_go(key, pods)
 
-    async def _let_go(self, key: JobKey, pods: list[PodObservation]) -> None:
+    async def _let_go(
+        self,
+        key: JobKey,
+        pods: list[PodObservation],
+        sets: list[StatefulSetObservation] | None = None,
+    ) -> None:
         if not any(p.finalized and p.deleting for p in pods) or not self.kube.may_write():
             return
-        sets = list(self.statefulsets.get(key, []))
+        if sets is None:
+            sets = list(self.statefulsets.get(key, []))
         gone = releases(pods, sets, {}, self.kube.group)
         state = self.state.get(key)
         asked = state.earlier_released if state is not None else set()

@@ -9,14 +9,16 @@ from typing import Any
 import pytest
 
 from tests.unit.operator.controller.faults.explorer import (
+    Operator,
     Outcome,
     Scenario,
+    _create,
     differences,
     explore,
     run,
 )
 from tests.unit.operator.controller.faults.scenarios import SCENARIOS
-from tests.unit.operator.controller.faults.sim import Fault, World, exits
+from tests.unit.operator.controller.faults.sim import Fault, SimKube, World, exits
 from tfjob_testbed.core.jobs import tfjob
 from tfjob_testbed.core.paths import ROOT
 
@@ -85,3 +87,33 @@ def test_an_ended_task_made_again_is_found(monkeypatch):
 
     monkeypatch.setattr(World, "_make_pod", unheld)
     assert run(scenario).outcome.violations == ("('worker', 0) started again after its task ended",)
+
+
+def test_a_deleted_jobs_held_pod_is_let_go_once_its_statefulset_wants_none():
+    """The TFJob gone while the garbage collector has yet to delete its StatefulSet: the
+    operator scales that StatefulSet to 0 before it lets the held pod go, so that no pod is
+    made again in between (the sim's StatefulSet controller would make it at the next tick)."""
+    job = tfjob("gone", replicas={"Worker": 2}, run_policy={"cleanPodPolicy": "None"})
+    scenario = Scenario("s", job, {("worker", 0): exits(0, after=1)}, rules=True, ticks=3)
+    world = World(scripts=dict(scenario.scripts))
+    kube = SimKube(world)
+    op = Operator(world, kube, (world.namespace, "gone"), rules=True)
+    try:
+        _create(world, job)
+        for _ in range(3):
+            op.settle()
+            world.tick()
+        held = world.pods["gone-worker-0"]
+        assert held.deleting and held.finalizers, "worker 0's done pod is held"
+        del world.jobs["gone"]  # the StatefulSets stay: the garbage collector comes later
+        op.index()
+        before = len(kube.calls)
+        op.loop.run_until_complete(op.reconciler.let_go(op.key, gone=True))
+        assert kube.calls[before:] == [
+            ("scale_to_zero", "gone-worker"),
+            ("release_pod", "gone-worker-0"),
+        ]
+        world.tick()
+        assert "gone-worker-0" not in world.pods and world.violations == []
+    finally:
+        op.close()
