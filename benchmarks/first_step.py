@@ -17,7 +17,8 @@ started, every task ready (TensorFlow imported, data read, every peer's DNS reco
 TF_CONFIG cluster reachable), and the chief's first report (10 steps). That job says
 `cleanPodPolicy: All`: from its Succeeded condition (as the watch saw it) until every pod is
 gone is its end. A second job, `cleanPodPolicy: None` (training-operator's default), is
-deleted once it has Succeeded: from `kubectl delete` until the TFJob, then every pod, is gone.
+deleted once it has Succeeded and its chief's pod too: from `kubectl delete` until the TFJob,
+then every pod, is gone.
 
 The cluster is what `make cluster` starts (tfjob_testbed.cluster). Needs root.
 Run: `python benchmarks/first_step.py --runs 5`.
@@ -86,6 +87,14 @@ def one_run(cluster: Cluster, namespace: str, all_: dict, none: dict) -> dict[st
     out["exit ended"] = gone - chief_exit(run)
     cluster.kubectl("delete", f"tfjobs.{KUBEFLOW_GROUP}", "--all", "-n", namespace, "--wait")
     start_one(cluster, namespace, none, PODS, KUBEFLOW_GROUP)
+    # Deleted once the kubelet has finished the chief's pod (its phase Succeeded), the moment
+    # training-operator says Succeeded; ours says so as the chief's exit shows, a second before.
+    wait_for(
+        lambda: cluster.get("pods", PODS[0], "-n", namespace)["status"].get("phase") == "Succeeded",
+        DEADLINE,
+        f"{PODS[0]} Succeeded",
+        0.1,
+    )
     out["job gone"], out["gone"], last = torn_down(cluster, namespace)
     print(f"  {namespace}: the last pods to go: {last}")
     return out
@@ -132,8 +141,8 @@ ROWS = [
     ("first_step", "apply → chief's first report (10 steps)"),
     ("ended", "Succeeded → every pod gone (cleanPodPolicy All)"),
     ("exit ended", "the chief's exit 0 shown → every pod gone (cleanPodPolicy All)"),
-    ("job gone", "TFJob deleted (Succeeded, cleanPodPolicy None) → TFJob gone"),
-    ("gone", "TFJob deleted (Succeeded, cleanPodPolicy None) → every pod gone"),
+    ("job gone", "TFJob deleted (chief's pod Succeeded, cleanPodPolicy None) → TFJob gone"),
+    ("gone", "TFJob deleted (chief's pod Succeeded, cleanPodPolicy None) → every pod gone"),
     ("chief import", "aside: the chief's TensorFlow import"),
     ("chief data", "aside: the chief's data"),
     ("chief peers", "aside: the chief's wait for its peers' DNS records"),

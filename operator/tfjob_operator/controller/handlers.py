@@ -337,7 +337,7 @@ def _child_event(
     context = memo.shared.handler_context
     if context is not None:  # else no job is known yet: their own events will come
         context.run(memo.queue.schedule, key)
-    elif plural == "pods" and _held_going(body):
+    elif plural == "pods" and _held_going(body, memo.reconciler.kube.group):
         # No job may ever come (deleted while the operator was away): its pods that our
         # finalizer holds are let go all the same, as their StatefulSets go.
         task = asyncio.get_running_loop().create_task(_let_go(memo, key))
@@ -353,10 +353,10 @@ async def _let_go(memo: kopf.Memo, key: JobKey) -> None:
     await memo.reconciler.let_go(key)
 
 
-def _held_going(body: dict[str, Any]) -> bool:
-    """A pod of ours being deleted that a finalizer of ours holds."""
+def _held_going(body: dict[str, Any], group: str) -> bool:
+    """A pod of ours being deleted that our finalizer (of the API group served) holds."""
     pod = observe(body)
-    return pod is not None and pod.deleting and bool(pod.finalized)
+    return pod is not None and pod.deleting and pod.finalized == group
 
 
 async def owned_event(

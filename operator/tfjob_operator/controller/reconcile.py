@@ -435,8 +435,10 @@ class Reconciler:
         (`ended.releases`, any exit taken as final: the spec is not read). A gone job's
         StatefulSets go with it: those that hold a pod are scaled to 0 first, so that none
         makes a pod again once it is let go, and the garbage collector is not waited for."""
-        pods = list(self.pods.get(key, []))
-        if gone and any(p.finalized and p.deleting for p in pods) and self.kube.may_write():
+        # Only the pods our own finalizer holds: those of the other API group's operator,
+        # and their StatefulSets, are its own.
+        pods = [p for p in self.pods.get(key, []) if p.finalized == self.kube.group]
+        if gone and any(p.deleting for p in pods) and self.kube.may_write():
             sets = list(self.statefulsets.get(key, []))
             holding = {p.owner for p in pods if held(p, sets, {})}
             for s in sets:
@@ -452,7 +454,8 @@ class Reconciler:
         pods: list[PodObservation],
         sets: list[StatefulSetObservation] | None = None,
     ) -> None:
-        if not any(p.finalized and p.deleting for p in pods) or not self.kube.may_write():
+        mine = self.kube.group
+        if not any(p.finalized == mine and p.deleting for p in pods) or not self.kube.may_write():
             return
         if sets is None:
             sets = list(self.statefulsets.get(key, []))

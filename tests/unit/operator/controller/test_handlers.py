@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import copy
 from datetime import UTC, datetime
 from typing import Any
 
@@ -148,6 +149,8 @@ def test_a_held_pod_of_a_job_not_known_is_let_go_without_a_handlers_context():
     let_go: list[tuple[str, str]] = []
 
     class Releasing(Forgetting):
+        kube = type("Kube", (), {"group": "tfjob.dev"})()
+
         def pod_deleted(self, key, body) -> None:
             pass
 
@@ -166,6 +169,9 @@ def test_a_held_pod_of_a_job_not_known_is_let_go_without_a_handlers_context():
         memo.shared = handlers._Shared()  # no handler has run
         Watches.listed.set()
         handlers._child_event(memo, "pods", "MODIFIED", KEY, pod(KEY[1], "worker", 1))
+        other = copy.deepcopy(held)  # held by the operator of Kubeflow's group: its own
+        other["metadata"]["finalizers"] = ["kubeflow.org/task-ended"]
+        handlers._child_event(memo, "pods", "MODIFIED", KEY, other)
         handlers._child_event(memo, "pods", "MODIFIED", KEY, held)
         await asyncio.gather(*handlers._letting_go)
         assert memo.queue.scheduled == []
