@@ -88,9 +88,19 @@ def test_missing_crd_is_said_at_once_and_heals_when_installed(
 
 
 @pytest.fixture
-def podgroup_crds(kubectl):
+def podgroup_crds(kubectl, custom):
+    """Both schedulers' PodGroup CRDs, established and served: an API server that has just
+    made (or made again) a CRD's storage answers 429 "storage is (re)initializing" for a
+    moment, and an operator started then may watch it from before it serves."""
     kubectl("apply", "-f", str(CRDS))
     kubectl.wait_established()
+    for scheduler in (Scheduler.VOLCANO, Scheduler.SCHEDULER_PLUGINS):
+        api = scheduler.api
+        wait_for(
+            lambda api=api: custom.list_cluster_custom_object(*api) is not None,
+            30,
+            f"{api[2]}.{api[0]} served",
+        )
 
 
 @pytest.mark.parametrize(
