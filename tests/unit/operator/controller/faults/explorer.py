@@ -40,7 +40,8 @@ UNSTABLE = re.compile(r"[Tt]ime$|^podUIDs$")
 class Scenario:
     """A job's life: its TFJob, each task's script, and what happens at which tick: a change
     of the stored TFJob, "remake" (deleted and made again under its name), "lose <pod>"
-    (that pod's node stops answering) or "evict" (Kueue preempts the job's Workload)."""
+    (that pod's node stops answering), "evict" (Kueue preempts the job's Workload), "delete"
+    (the TFJob deleted) and "collect" (the garbage collector deletes its children, later)."""
 
     name: str
     job: dict[str, Any]
@@ -167,6 +168,7 @@ def run(scenario: Scenario, fault: Fault | None = None) -> Run:
     name = scenario.job["metadata"]["name"]
     key = (world.namespace, name)
     events: list[str] = []
+    collect = ""
     previous = kopf.event
 
     def event(body: Any, *, type: str, reason: str, message: str) -> None:
@@ -182,6 +184,10 @@ def run(scenario: Scenario, fault: Fault | None = None) -> Run:
                 old = world.jobs.pop(name)
                 world.collect(old["metadata"]["uid"])
                 _create(world, scenario.job)
+            elif edit == "delete":  # the garbage collector comes a tick later
+                collect = world.jobs.pop(name)["metadata"]["uid"]
+            elif edit == "collect":
+                world.collect(collect)
             elif edit == "evict":
                 world.evict()
             elif isinstance(edit, str):

@@ -179,6 +179,19 @@ RULES = {
     "ttl-after-finish",
     "deleted-and-made-again",
 }
+SCENARIOS.append(
+    # A finished job that keeps its pods (cleanPodPolicy None), deleted: its chief's done pod,
+    # held, is let go as its StatefulSets are scaled to 0, before the garbage collector comes.
+    Scenario(
+        "deleted-clean-none-rules",
+        _job(PS_CHIEF, run_policy={"cleanPodPolicy": "None"}),
+        {("chief", 0): exits(0, after=3)},
+        edits={6: "delete", 8: "collect"},
+        ticks=10,
+        expect="Deleted",
+        rules=True,
+    )
+)
 SCENARIOS += [
     dataclasses.replace(s, name=f"{s.name}-rules", rules=True) for s in SCENARIOS if s.name in RULES
 ]
