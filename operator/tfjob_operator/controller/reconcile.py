@@ -444,7 +444,8 @@ class Reconciler:
             for s in sets:
                 if s.uid in holding:
                     await asyncio.to_thread(self.kube.scale_to_zero, key[0], s.name)
-            await self._let_go(key, pods, [replace(s, replicas=0) for s in sets])
+            scaled = [replace(s, replicas=0) if s.uid in holding else s for s in sets]
+            await self._let_go(key, pods, scaled)
             return
         await self._let_go(key, pods)
 
