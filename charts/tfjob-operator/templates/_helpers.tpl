@@ -80,7 +80,7 @@ into those on cluster-scoped resources, which only a ClusterRole can grant, and 
 which a Role in each watched namespace grants. Returns YAML: {cluster: [...], namespaced: [...]}.
 */}}
 {{- define "tfjob-operator.rules" -}}
-{{- $clusterScoped := list "customresourcedefinitions" "namespaces" "resourceflavors" "workloadpriorityclasses" "priorityclasses" }}
+{{- $clusterScoped := list "customresourcedefinitions" "namespaces" "resourceflavors" "workloadpriorityclasses" "priorityclasses" "clusterqueues" "admissionchecks" }}
 {{- $cluster := list }}
 {{- $namespaced := list }}
 {{- range (include "tfjob-operator.allRules" . | fromYamlArray) }}

@@ -16,6 +16,8 @@ from pydantic import BaseModel
 from tfjob_operator.api.spec import (
     GROUP,
     KIND,
+    MANAGED_BY_IMMUTABLE,
+    MANAGED_BY_RULE,
     PLURAL,
     SHORT_NAMES,
     SINGULAR,
@@ -118,6 +120,8 @@ def crd(group: str = GROUP) -> dict[str, Any]:
             "spec": spec_schema(),
             "status": structural(TFJobStatus, "The observed state, written by the operator."),
         },
+        # At the root: whether spec.managedBy may still be set depends on the status.
+        "x-kubernetes-validations": [{"rule": MANAGED_BY_RULE, "message": MANAGED_BY_IMMUTABLE}],
     }
     return {
         "apiVersion": "apiextensions.k8s.io/v1",

@@ -85,6 +85,8 @@ KUEUE_RULES: list[dict[str, Any]] = [
         "verbs": [*WATCH, "create", "patch", "delete"],
     },
     {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["patch"]},
+    # MultiKueue: the LocalQueue a new job names, read once, to default its spec.managedBy.
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues"], "verbs": ["get"]},
     # --kueue-manage-all: the queue label written once on a job queued without it (either
     # group: these rules do not depend on the group served).
     {"apiGroups": [KUBEFLOW_GROUP, GROUP], "resources": [PLURAL], "verbs": ["patch"]},
@@ -95,9 +97,14 @@ KUEUE_RULES: list[dict[str, Any]] = [
 KUEUE_CLUSTER_RULES: list[dict[str, Any]] = [
     {
         "apiGroups": ["kueue.x-k8s.io"],
-        "resources": ["resourceflavors", "workloadpriorityclasses"],
+        "resources": [
+            "resourceflavors",
+            "workloadpriorityclasses",
+            "clusterqueues",
+        ],
         "verbs": ["get"],
     },
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["admissionchecks"], "verbs": ["list"]},
     {
         "apiGroups": ["scheduling.k8s.io"],
         "resources": ["priorityclasses"],
@@ -111,6 +118,39 @@ KUEUE_CLUSTER_RULES: list[dict[str, Any]] = [
 # our StatefulSets and pods, and refuse the child (fail closed) when they cannot.
 KUEUE_READER_RULES: list[dict[str, Any]] = [
     {"apiGroups": [GROUP, KUBEFLOW_GROUP], "resources": [PLURAL], "verbs": ["get", *WATCH]},
+]
+# ... and on a MultiKueue manager cluster (chart value kueue.multikueue.manager): the TFJobs it
+# dispatches, their status copied back from the worker.
+KUEUE_MANAGER_RULES: list[dict[str, Any]] = [
+    {
+        "apiGroups": [GROUP, KUBEFLOW_GROUP],
+        "resources": [PLURAL],
+        "verbs": ["get", *WATCH, "patch", "update"],
+    },
+    {
+        "apiGroups": [GROUP, KUBEFLOW_GROUP],
+        "resources": [f"{PLURAL}/status"],
+        "verbs": ["get", "patch", "update"],
+    },
+]
+# Not the operator's either: what the identity in a MultiKueue worker's kubeconfig needs on the
+# worker (chart value kueue.multikueue.worker): the TFJobs copied there, and Kueue's Workloads
+# (as Kueue's own test/util/multikueue.go grants them).
+_ALL = ["create", "update", "patch", "delete", "get", *WATCH]
+MULTIKUEUE_WORKER_RULES: list[dict[str, Any]] = [
+    {"apiGroups": [GROUP, KUBEFLOW_GROUP], "resources": [PLURAL], "verbs": _ALL},
+    {"apiGroups": [GROUP, KUBEFLOW_GROUP], "resources": [f"{PLURAL}/status"], "verbs": ["get"]},
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": _ALL},
+    {
+        "apiGroups": ["kueue.x-k8s.io"],
+        "resources": ["workloads/status"],
+        "verbs": ["get", "patch", "update"],
+    },
+    {
+        "apiGroups": ["kueue.x-k8s.io"],
+        "resources": ["clusterqueues", "localqueues"],
+        "verbs": ["get", *WATCH],
+    },
 ]
 # Kueue's ServiceAccount as its chart and manifests name it ({fullname}-controller-manager).
 KUEUE_SERVICE_ACCOUNT = "kueue-controller-manager"

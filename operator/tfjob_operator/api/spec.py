@@ -35,6 +35,21 @@ PLURAL = "tfjobs"
 SINGULAR = "tfjob"
 SHORT_NAMES = ["tfj"]
 
+# A controller's name, as a Job's spec.managedBy: a domain-prefixed path.
+MANAGED_BY_PATTERN = (
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/[-A-Za-z0-9_.]+$"
+)
+# Kueue's MultiKueue: on a manager cluster it dispatches a job so marked to a worker cluster.
+MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+# spec.managedBy is set once, when the job is made (or by the operator before it starts, as
+# Kueue's webhook defaults it for its own kinds), and never changes: a CEL rule of the CRD.
+MANAGED_BY_RULE = (
+    "has(self.spec.managedBy) ? (has(oldSelf.spec.managedBy) ? "
+    "self.spec.managedBy == oldSelf.spec.managedBy : !has(oldSelf.status)) : "
+    "!has(oldSelf.spec.managedBy)"
+)
+MANAGED_BY_IMMUTABLE = "spec.managedBy is immutable (it may be set only before the job starts)"
+
 DEFAULT_CONTAINER_NAME = "tensorflow"
 DEFAULT_PORT_NAME = "tfjob-port"
 DEFAULT_PORT = 2222
@@ -236,12 +251,12 @@ class RunPolicy(_Model):
         None,
         alias="managedBy",
         max_length=63,
-        # A domain-prefixed path, as a Job's spec.managedBy.
-        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/[-A-Za-z0-9_.]+$",
+        pattern=MANAGED_BY_PATTERN,
         description=(
             "The controller that runs the job. Unset, kubeflow.org/training-operator or "
             "tfjob.dev/tfjob-operator: this operator. Any other (e.g. "
-            "kueue.x-k8s.io/multikueue): that controller; this operator leaves the job alone."
+            "kueue.x-k8s.io/multikueue as Kueue's built-in kubeflow.org integration writes "
+            "it): that controller; this operator leaves the job alone."
         ),
     )
     scheduling_policy: SchedulingPolicy | None = Field(
@@ -378,6 +393,20 @@ class TFJobSpec(_Model):
             '{"<index>": "<address>"}; the chief every PS and worker; the evaluator itself and '
             "the chief. A change of Worker.replicas then restarts the chief alone (TensorFlow's "
             "coordinator takes in no new worker while it runs), not every PS and worker."
+        ),
+    )
+    managed_by: str | None = Field(
+        None,
+        alias="managedBy",
+        max_length=63,
+        pattern=MANAGED_BY_PATTERN,
+        description=(
+            "The controller that runs the job, as a Job's spec.managedBy; immutable. Unset, "
+            "kubeflow.org/training-operator or tfjob.dev/tfjob-operator: this operator. "
+            f"{MULTIKUEUE}: on a MultiKueue manager cluster, Kueue runs the job on a worker "
+            "cluster and copies its status here; this operator only makes its Workload "
+            "(defaulted so when the job's LocalQueue leads to a MultiKueue admission check). "
+            "Any other: that controller; this operator leaves the job alone."
         ),
     )
     checkpoint: CheckpointSpec | None = Field(

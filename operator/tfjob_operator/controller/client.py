@@ -89,9 +89,15 @@ KUEUE_READS = {
     ("kueue.x-k8s.io", "workloadpriorityclasses", "get"),
     ("scheduling.k8s.io", "priorityclasses", "get"),
     ("scheduling.k8s.io", "priorityclasses", "list"),
+    # MultiKueue: the AdmissionChecks, and where one is MultiKueue's a new job's LocalQueue and
+    # its ClusterQueue, to default the job's spec.managedBy.
+    ("kueue.x-k8s.io", "localqueues", "get"),
+    ("kueue.x-k8s.io", "clusterqueues", "get"),
+    ("kueue.x-k8s.io", "admissionchecks", "list"),
 }
 # With --kueue-manage-all: a job queued without the queue label gets it, once
-# (`queue.queue_label_patch`), in whichever group is served.
+# (`queue.queue_label_patch`), in whichever group is served; and with MultiKueue, a new job
+# its spec.managedBy.
 KUEUE_JOB_WRITES = {(group, PLURAL, "patch") for group in GROUPS}
 # The TFJobs of the group served (`--api-group`): (resource, verb).
 JOB_WRITES = {(f"{PLURAL}/status", "patch"), (PLURAL, "delete")}
@@ -490,10 +496,13 @@ class Kube:
             raise
         return any(r.get("name") == plural for r in found.get("resources") or [])
 
-    def get_cluster_object(self, group: str, version: str, plural: str, name: str) -> Any:
-        """One cluster-scoped object (a ResourceFlavor, a priority class); None when absent."""
+    def get_cluster_object(
+        self, group: str, version: str, plural: str, name: str, namespace: str | None = None
+    ) -> Any:
+        """One object of another controller's (a ResourceFlavor, a priority class, a
+        LocalQueue in `namespace`); None when absent."""
         try:
-            return self.rest.get(path(group, version, plural, name=name))
+            return self.rest.get(path(group, version, plural, namespace, name))
         except kubernetes.client.ApiException as e:
             if e.status == 404:
                 return None

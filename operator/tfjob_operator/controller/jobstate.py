@@ -81,6 +81,8 @@ class JobState:
     scaled: set[str] = field(default_factory=set)
     # The other controller runPolicy.managedBy names, once its Event is posted ("": none).
     managed_by: str = ""
+    # Whether the job's LocalQueue was looked at for MultiKueue (`spec.managedBy` defaulted).
+    multikueue_checked: bool = False
     # The queue label patched in (--kueue-manage-all), and the KueueTookOverChild Event
     # posted: each once.
     queue_labelled: bool = False

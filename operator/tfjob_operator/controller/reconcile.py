@@ -23,6 +23,7 @@ from typing import Any
 import kubernetes
 import urllib3
 
+from tfjob_operator.api.spec import MULTIKUEUE
 from tfjob_operator.controller import metrics
 from tfjob_operator.controller.apply import (
     ChildrenFirst,
@@ -44,10 +45,13 @@ from tfjob_operator.controller.workloads import Workloads, seen
 from tfjob_operator.controller.workqueue import RetryableError
 from tfjob_operator.rules import handover, lineage
 from tfjob_operator.rules import status as st
+from tfjob_operator.rules.children import build
 from tfjob_operator.rules.gang import Gang
-from tfjob_operator.rules.kueue.queue import Queueing, QueueView, queue_label_patch
+from tfjob_operator.rules.kueue import multikueue
+from tfjob_operator.rules.kueue.queue import Queueing, QueueView, queue_label_patch, queue_name
 from tfjob_operator.rules.lifecycle import Decision, JobView, decide
 from tfjob_operator.rules.lifecycle.ended import held, releases
+from tfjob_operator.rules.lifecycle.suspension import dispatched_workload
 from tfjob_operator.rules.offline_edits import edited_meanwhile
 from tfjob_operator.rules.pods import PodObservation, observe
 from tfjob_operator.rules.statefulsets import StatefulSetObservation
@@ -338,6 +342,12 @@ class Reconciler:
         if body is None or body["metadata"].get("deletionTimestamp"):
             await self.let_go(key, gone=True)
             return None
+        if await self._default_managed_by(key, body):
+            return None  # its update wakes the job again
+        if multikueue.dispatched(body.get("spec")):
+            view = self._view(key, body)
+            if view.spec is not None:
+                return await self._dispatched(key, body, view)
         if await self._run_elsewhere(key, body):
             return None
         children = self._children(key, body)
@@ -539,6 +549,51 @@ class Reconciler:
             if event is not None:
                 post_events(self.kube, key, body, [event])
                 job.kueue_warned = True
+
+    async def _default_managed_by(self, key: JobKey, body: dict[str, Any]) -> bool:
+        """`spec.managedBy` set to MultiKueue, as Kueue's webhook sets it for its own kinds, on
+        a job not yet started whose LocalQueue leads to a MultiKueue admission check
+        (`--kueue`); asked once a job. True when it was set now."""
+        job, meta = self._job(key), body["metadata"]
+        if self.queueing is None or job.multikueue_checked:
+            return False
+        queue = queue_name(meta.get("labels") or {}, self.queueing)
+        if queue is None or not multikueue.may_default(body):
+            job.multikueue_checked = True
+            return False
+        checks = await self.workloads.multikueue_checks(key[0], queue)
+        job.multikueue_checked = True
+        if not multikueue.defaults_to_multikueue(body, checks):
+            return False
+        log.info("%s/%s: LocalQueue %s dispatches with MultiKueue: spec.managedBy set", *key, queue)
+        try:
+            await asyncio.to_thread(self.kube.patch_job, *key, {"spec": {"managedBy": MULTIKUEUE}})
+        except kubernetes.client.ApiException as e:
+            if e.status != 422:  # started meanwhile: it runs here
+                raise
+            log.info("%s/%s: not set: %s", *key, _api_message(e))
+            return False
+        return True
+
+    async def _dispatched(self, key: JobKey, body: dict[str, Any], view: JobView) -> float | None:
+        """A job MultiKueue runs on a worker cluster: its Workload only, and one Event (no
+        child, no status: Kueue copies the worker's into it)."""
+        job, name = self._job(key), f"{key[0]}/{key[1]}"
+        assert view.spec is not None
+        if job.managed_by != MULTIKUEUE:
+            post_events(self.kube, key, body, [multikueue.dispatched_event(name)])
+            job.managed_by = MULTIKUEUE
+        queue = await self.workloads.queue_view(job, key, body, view)
+        if queue is None:
+            if not job.kueue_warned:
+                post_events(self.kube, key, body, [multikueue.no_queue_event(name)])
+                job.kueue_warned = True
+            return None
+        built = view.built or build(
+            view.ref, view.spec, self.cluster_domain, None, self.restart_rules
+        )
+        decision = dispatched_workload(built, queue, view.status, view.spec.run_policy.suspend)
+        return await self.workloads.apply(job, key, queue.version, decision)
 
     async def _run_elsewhere(self, key: JobKey, body: dict[str, Any]) -> bool:
         """Whether another controller runs the job (`handover`): then nothing of ours is

@@ -6,6 +6,7 @@ made, updated in place, replaced, given its status or dropped as the rules decid
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ import kubernetes
 from tfjob_operator.controller.client import Kube, MissingAPI
 from tfjob_operator.controller.jobstate import JobKey, JobState
 from tfjob_operator.rules import kueue
+from tfjob_operator.rules.kueue import multikueue
 from tfjob_operator.rules.kueue.admission import Flavor, WorkloadObservation, observe_workload
 from tfjob_operator.rules.kueue.queue import (
     Priority,
@@ -81,7 +83,12 @@ class Workloads:
                 f"is not installed: no {kueue.GROUP} Workload API on this cluster. Install "
                 "Kueue, or remove the label to run the job without it"
             )
-        workload = job.workloads.get(kueue.workload_name(key[1], meta.get("uid", "")))
+        uid = meta.get("uid", "")
+        prebuilt = multikueue.prebuilt_name(meta)
+        workload = job.workloads.get(prebuilt or kueue.workload_name(key[1], uid))
+        if prebuilt is not None and workload is not None and multikueue.taken(workload, uid):
+            log.warning("%s/%s: Workload %s is another object's; waiting", *key, prebuilt)
+            workload = None
         flavors = await self._flavors(workload, version)
         wanted = priority_class(meta.get("labels") or {}, view.spec)
         # A Workload about to be made takes its priority as the cluster says it now, as Kueue's
@@ -92,8 +99,28 @@ class Workloads:
             priority = await self._priority(*wanted, version, fresh)
         else:
             priority = await self._default_priority(fresh)
-        job.queue = QueueView(name, version, workload, flavors, priority)
+        job.queue = QueueView(name, version, workload, flavors, priority, prebuilt is not None)
         return job.queue
+
+    async def multikueue_checks(self, namespace: str, queue: str) -> list[Any]:
+        """The MultiKueue AdmissionChecks of the ClusterQueue the LocalQueue `queue` leads to
+        ([] when none, or Kueue, the queue or the ClusterQueue is missing). The cluster's
+        AdmissionChecks are listed at most once a CLUSTER_READ_SECONDS, and only where one is
+        MultiKueue's are the LocalQueue (anew: a job asks once, before it starts) and its
+        ClusterQueue read."""
+        version = await self._version()
+        if version is None:
+            return []
+        every = await self._cluster_read(kueue.GROUP, version, "admissionchecks", "")
+        checks = {c["metadata"]["name"]: c for c in every or [] if multikueue.is_multikueue(c)}
+        if not checks:
+            return []
+        local = await asyncio.to_thread(
+            self.kube.get_cluster_object, kueue.GROUP, version, "localqueues", queue, namespace
+        )
+        cq = ((local or {}).get("spec") or {}).get("clusterQueue")
+        found = await self._cluster_read(kueue.GROUP, version, "clusterqueues", cq) if cq else None
+        return [checks[n] for n in multikueue.admission_checks(found) if n in checks]
 
     async def _flavors(
         self, workload: WorkloadObservation | None, version: str
@@ -177,11 +204,15 @@ class Workloads:
         self, group: str, version: str, plural: str, name: str, fresh: bool = False
     ) -> Any:
         """A cluster-scoped object, read at most once a CLUSTER_READ_SECONDS (unless `fresh`);
-        None if absent."""
+        None if absent. Name "": every object of the kind, listed."""
         now = self.clock()
         cached = self.cluster_reads.get((group, plural, name))
         if not fresh and cached is not None and now - cached[0] < CLUSTER_READ_SECONDS:
             return cached[1]
-        found = await asyncio.to_thread(self.kube.get_cluster_object, group, version, plural, name)
+        if name:
+            read = functools.partial(self.kube.get_cluster_object, group, version, plural, name)
+        else:
+            read = functools.partial(self.kube.list_cluster_objects, group, version, plural)
+        found = await asyncio.to_thread(read)
         self.cluster_reads[(group, plural, name)] = (now, found)
         return found

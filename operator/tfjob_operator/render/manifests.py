@@ -120,6 +120,44 @@ def kueue_rbac() -> str:
     return HEADER + "---\n".join(_dump(d) for d in docs)
 
 
+MULTIKUEUE_WORKER = f"{NAME}-multikueue"
+
+
+def multikueue_rbac() -> str:
+    """manifests/kueue/multikueue.yaml: on a MultiKueue manager cluster, what Kueue's own
+    ServiceAccount needs for the TFJobs it dispatches (`rbac.KUEUE_MANAGER_RULES`); on a
+    worker, a ServiceAccount for the manager's kubeconfig, its rights
+    (`rbac.MULTIKUEUE_WORKER_RULES`) and a token Secret: as the chart makes them."""
+    kueue = {
+        "kind": "ServiceAccount",
+        "name": rbac.KUEUE_SERVICE_ACCOUNT,
+        "namespace": rbac.KUEUE_NAMESPACE,
+    }
+    worker = {"kind": "ServiceAccount", "name": MULTIKUEUE_WORKER, "namespace": NAMESPACE}
+    labels = {"app.kubernetes.io/name": NAME}
+    docs = _cluster_role(f"{NAME}-multikueue-manager", rbac.KUEUE_MANAGER_RULES, kueue)
+    docs += [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": MULTIKUEUE_WORKER, "namespace": NAMESPACE, "labels": labels},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "kubernetes.io/service-account-token",
+            "metadata": {
+                "name": MULTIKUEUE_WORKER,
+                "namespace": NAMESPACE,
+                "labels": labels,
+                "annotations": {"kubernetes.io/service-account.name": MULTIKUEUE_WORKER},
+            },
+        },
+    ]
+    docs += _cluster_role(MULTIKUEUE_WORKER, rbac.MULTIKUEUE_WORKER_RULES, worker)
+    return HEADER + "---\n".join(_dump(d) for d in docs)
+
+
 def katib_rbac() -> str:
     """manifests/katib/rbac.yaml: what Katib's own ServiceAccount needs to run trials that are
     our TFJobs (`rbac.KATIB_RULES`), as the chart grants it."""
@@ -184,6 +222,7 @@ def outputs(root: Path) -> dict[Path, str]:
         root / "manifests" / "operator.yaml": operator,
         root / "manifests" / "kueue" / "rbac.yaml": kueue_rbac(),
         root / "manifests" / "katib" / "rbac.yaml": katib_rbac(),
+        root / "manifests" / "kueue" / "multikueue.yaml": multikueue_rbac(),
         kubeflow / "crd.yaml": crd.render(KUBEFLOW_GROUP),
         kubeflow / "rbac.yaml": rbac_manifests(KUBEFLOW_GROUP),
         kubeflow / "operator.yaml": kubeflow_operator(operator),
@@ -198,6 +237,8 @@ def outputs(root: Path) -> dict[Path, str]:
         chart / "kueue-cluster-rules.yaml": HEADER + _dump(rbac.KUEUE_CLUSTER_RULES),
         chart / "kueue-reader-rules.yaml": HEADER + _dump(rbac.KUEUE_READER_RULES),
         chart / "katib-rules.yaml": HEADER + _dump(rbac.KATIB_RULES),
+        chart / "multikueue-manager-rules.yaml": HEADER + _dump(rbac.KUEUE_MANAGER_RULES),
+        chart / "multikueue-worker-rules.yaml": HEADER + _dump(rbac.MULTIKUEUE_WORKER_RULES),
         root / "manifests" / "policies" / "pod-labels.yaml": label_policies(),
         chart / "pod-labels.yaml": label_policies(),
     }

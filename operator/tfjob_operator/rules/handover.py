@@ -1,10 +1,13 @@
 """Jobs another controller runs: the operator leaves them alone, and says so.
 
-Two cases. `runPolicy.managedBy` names another controller (Kueue's MultiKueue runs the job on a
+Two cases. `spec.managedBy` or `runPolicy.managedBy` names another controller (Kueue's
+built-in kubeflow.org integration writes the latter for MultiKueue, which runs the job on a
 worker cluster and copies its status back): the operator writes nothing, not even a status, and
-posts one Event. A TFJob that another controller already started (Kubeflow's training-operator
-made its pods and Services before the move to this operator): the operator makes no child of its
-own beside them, and says why in a condition, until they are gone.
+posts one Event. (`spec.managedBy: kueue.x-k8s.io/multikueue` is not another controller's
+alone: the operator makes the job's Workload, `kueue.multikueue`.) A TFJob that another
+controller already started (Kubeflow's training-operator made its pods and Services before the
+move to this operator): the operator makes no child of its own beside them, and says why in a
+condition, until they are gone.
 
 And the other way round: Kueue's own pod or StatefulSet integration taking the operator's
 children for its own (it gates or relabels them) when it does not know TFJobs as their owner.
@@ -17,6 +20,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from tfjob_operator.api.spec import MULTIKUEUE
 from tfjob_operator.rules import kueue
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.lifecycle import Decision, finish
@@ -27,9 +31,15 @@ OURS = frozenset({"kubeflow.org/training-operator", "tfjob.dev/tfjob-operator"})
 
 
 def managed_elsewhere(spec: Any) -> str | None:
-    """The other controller that `runPolicy.managedBy` names, or None when it is ours to run
-    (read leniently: an invalid spec elsewhere still names its manager)."""
-    policy = spec.get("runPolicy") if isinstance(spec, dict) else None
+    """The other controller that `spec.managedBy` (but MultiKueue's) or else
+    `runPolicy.managedBy` names, or None when it is ours to run (read leniently: an invalid
+    spec elsewhere still names its manager)."""
+    if not isinstance(spec, dict):
+        return None
+    top = spec.get("managedBy")
+    if isinstance(top, str) and top and top not in OURS:
+        return None if top == MULTIKUEUE else top
+    policy = spec.get("runPolicy")
     manager = policy.get("managedBy") if isinstance(policy, dict) else None
     if not isinstance(manager, str) or not manager or manager in OURS:
         return None
@@ -40,7 +50,7 @@ def managed_elsewhere_event(name: str, manager: str) -> tuple[str, str, str]:
     return (
         "Normal",
         st.Reason.MANAGED_ELSEWHERE,
-        f"TFJob {name} has runPolicy.managedBy {manager}: that controller runs it, and "
+        f"TFJob {name} is managed by {manager}: that controller runs it, and "
         "tfjob-operator leaves it alone (no pods, no status).",
     )
 

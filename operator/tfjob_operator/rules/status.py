@@ -49,6 +49,8 @@ class Reason:
     FOREIGN_CHILDREN = "ForeignChildren"
     HANDED_OVER = "HandedOver"
     MANAGED_ELSEWHERE = "ManagedElsewhere"  # an Event only: runPolicy.managedBy names another
+    DISPATCHED = "DispatchedByMultiKueue"  # an Event only: spec.managedBy is MultiKueue's
+    NOT_DISPATCHED = "NotDispatched"  # an Event only: ... but the job waits in no LocalQueue
     # An Event only: Kueue's pod or StatefulSet integration gated or relabelled a child.
     KUEUE_TOOK_OVER_CHILD = "KueueTookOverChild"
     # Suspended by Kueue: waiting for admission, evicted (preempted, ...), admitted.

@@ -169,6 +169,9 @@ class WorkloadObservation:
     # The spec's priority fields as stored (JSON): a hash written before they left the hashes
     # is compared with them put back.
     priority_fields: str = "{}"
+    # The uid of the object that controls it ("" for none: a Workload Kueue's MultiKueue made
+    # on a worker cluster, until the job it was made for takes it)
+    controller_uid: str = ""
 
     def condition(self, type_: str) -> Condition | None:
         for raw in self.conditions:
@@ -263,6 +266,14 @@ def observe_workload(body: Mapping[str, Any]) -> WorkloadObservation:
         priority=spec.get("priority"),
         priority_fields=json.dumps(
             {k: spec[k] for k in PRIORITY_FIELDS if k in spec}, sort_keys=True
+        ),
+        controller_uid=next(
+            (
+                o.get("uid", "")
+                for o in meta.get("ownerReferences") or []
+                if isinstance(o, dict) and o.get("controller")
+            ),
+            "",
         ),
     )
 

@@ -101,3 +101,6 @@ class QueueView:
     workload: WorkloadObservation | None = None
     flavors: Mapping[str, Flavor] = field(default_factory=dict)
     priority: Priority | None = None
+    # On a MultiKueue worker: the job's Workload is the one Kueue made for it (`multikueue`),
+    # never one of the operator's.
+    prebuilt: bool = False

@@ -66,10 +66,8 @@ def workload_status(
     patch: dict[str, Any] = {}
     changed = False
     if finished is not None:
-        if not observed.finished:
-            ok, message = finished
-            reason = "Succeeded" if ok else "Failed"
-            changed |= _set(conditions, _condition("Finished", True, reason, message, stamp))
+        ok, message = finished
+        return finished_patch(observed, "Succeeded" if ok else "Failed", message, now)
     else:
         admitted = observed.is_true("Admitted")
         if observed.evicted is not None and observed.reserved and active_pods == 0:
@@ -80,6 +78,20 @@ def workload_status(
         return {}
     patch["conditions"] = conditions
     return {"metadata": {"resourceVersion": observed.resource_version}, "status": patch}
+
+
+def finished_patch(
+    observed: WorkloadObservation, reason: str, message: str, now: datetime
+) -> dict[str, Any]:
+    """The patch that marks the Workload Finished (its quota frees at once); {} once it is."""
+    if observed.finished:
+        return {}
+    conditions = [json.loads(c) for c in observed.conditions]
+    _set(conditions, _condition("Finished", True, reason, message, st.timestamp(now)))
+    return {
+        "metadata": {"resourceVersion": observed.resource_version},
+        "status": {"conditions": conditions},
+    }
 
 
 def _give_back(

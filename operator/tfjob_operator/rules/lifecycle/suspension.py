@@ -8,7 +8,8 @@ from datetime import datetime
 from tfjob_operator.api.spec import ReplicaType, TFJobSpec
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.children import Built, Manifest
-from tfjob_operator.rules.kueue.admission import Placement, placements
+from tfjob_operator.rules.kueue import JOB_UID_LABEL, multikueue
+from tfjob_operator.rules.kueue.admission import Placement, WorkloadObservation, placements
 from tfjob_operator.rules.kueue.messages import (
     ADMITTED,
     EVICTED,
@@ -19,6 +20,7 @@ from tfjob_operator.rules.kueue.messages import (
 from tfjob_operator.rules.kueue.queue import QueueView
 from tfjob_operator.rules.kueue.workload import (
     WorkloadDecision,
+    admission_hash,
     podsets,
     stale,
     workload,
@@ -98,6 +100,23 @@ def resumed(
     return Change((resume,), start)
 
 
+def _prebuilt(
+    wl: WorkloadObservation, wanted: Manifest, finished: bool, now: datetime
+) -> WorkloadDecision | None:
+    """A Workload MultiKueue made for the job on this worker: taken as the job's (owned, as
+    Kueue's jobframework owns one), and, should it no longer ask for what the job asks
+    (counts, requests, placement, queue: the manager's operator may render templates
+    otherwise), finished as out of sync for the manager to dispatch the job again; never
+    updated nor replaced. None: go on to its status."""
+    meta = wanted["metadata"]
+    adopt = multikueue.adoption(wl, meta["ownerReferences"][0], meta["labels"][JOB_UID_LABEL])
+    if adopt:
+        return WorkloadDecision(update=adopt)
+    if not finished and not wl.finished and wl.admission_hash != admission_hash(wanted["spec"]):
+        return WorkloadDecision(status_patch=multikueue.out_of_sync(wl, now))
+    return None
+
+
 def workload_decision(
     queue: QueueView,
     wanted: Manifest,
@@ -111,8 +130,13 @@ def workload_decision(
     the status is written from the Workload it makes."""
     wl = queue.workload
     if wl is None:
-        return WorkloadDecision(create=None if finished else wanted)
-    if not finished:
+        # A Workload Kueue makes (MultiKueue's on a worker) is waited for, never made.
+        return WorkloadDecision(create=None if finished or queue.prebuilt else wanted)
+    if queue.prebuilt:
+        prebuilt = _prebuilt(wl, wanted, finished, seen.now)
+        if prebuilt is not None:
+            return prebuilt
+    elif not finished:
         if wl.reserved and stale(wl, wanted):
             return WorkloadDecision(create=wanted, delete=wl.name)
         update = workload_update(wl, wanted, spec.run_policy.suspend)
@@ -135,3 +159,20 @@ def workload_decision(
             now=seen.now,
         )
     )
+
+
+def dispatched_workload(
+    built: Built, queue: QueueView, status: st.Status, suspend: bool
+) -> WorkloadDecision:
+    """A job MultiKueue runs elsewhere (this is its manager cluster): its Workload made, and
+    kept up to date in place while it waits; Kueue writes its status and copies the job to a
+    worker. A Workload that holds quota is never replaced: the worker runs the copy made at
+    admission."""
+    wl = queue.workload
+    if wl is None:
+        return WorkloadDecision(
+            create=None if st.is_finished(status) else wanted_workload(built, queue)
+        )
+    if wl.finished or st.is_finished(status):
+        return WorkloadDecision()
+    return WorkloadDecision(update=workload_update(wl, wanted_workload(built, queue), suspend))

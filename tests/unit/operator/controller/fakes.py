@@ -121,6 +121,9 @@ class FakeKube:
     def label_pod(self, namespace: str, name: str, uid: str, labels: dict[str, str]) -> None:
         self._call("label_pod", namespace, name, dict(labels))
 
+    def workload_version(self) -> str | None:
+        return None  # no Kueue
+
     def foreign_children(self, namespace: str, job: str, uid: str) -> list[str]:
         self._call("foreign_children", namespace, job)
         return list(self.foreign.get((namespace, job), []))

@@ -37,6 +37,7 @@ from tests.unit.operator.rules.test_nodelost import started, with_lost_worker
 from tfjob_operator.rules import handover, nodelost
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.kueue import DEACTIVATED_BY_SUSPEND
+from tfjob_operator.rules.kueue import multikueue
 from tfjob_operator.rules.kueue.admission import observe_workload
 from tfjob_operator.rules.lifecycle import restart, stops, together
 from tfjob_operator.rules.pods import observe
@@ -53,6 +54,8 @@ EVENT_ONLY = {
     R.SPEC_ADJUSTED,
     R.SPEC_IGNORED,
     R.MANAGED_ELSEWHERE,
+    R.DISPATCHED,
+    R.NOT_DISPATCHED,
     R.KUEUE_TOOK_OVER_CHILD,
 }
 CONDITION_REASONS = {v for k, v in vars(R).items() if k.isupper()} - EVENT_ONLY
@@ -70,6 +73,8 @@ SITES: dict[tuple[str, str], set[str]] = {
     ("rules/lifecycle/waiting.py", "st.Reason.POD_WAITING"): {R.POD_WAITING},
     ("rules/handover.py", "st.Reason.MANAGED_ELSEWHERE"): {R.MANAGED_ELSEWHERE},
     ("rules/handover.py", "st.Reason.KUEUE_TOOK_OVER_CHILD"): {R.KUEUE_TOOK_OVER_CHILD},
+    ("rules/kueue/multikueue.py", "st.Reason.DISPATCHED"): {R.DISPATCHED},
+    ("rules/kueue/multikueue.py", "st.Reason.NOT_DISPATCHED"): {R.NOT_DISPATCHED},
 }
 POSTED = set().union(*SITES.values())
 # The one place that hands Events to the API server (kopf.event).
@@ -353,6 +358,14 @@ def managed_elsewhere() -> Outcome:
     return Outcome([handover.managed_elsewhere_event(NAME, "kueue.x-k8s.io/multikueue")], {})
 
 
+def dispatched() -> Outcome:
+    return Outcome([multikueue.dispatched_event(NAME)], {})
+
+
+def not_dispatched() -> Outcome:
+    return Outcome([multikueue.no_queue_event(NAME)], {})
+
+
 def kueue_took_a_pod() -> Outcome:
     gated = pod("mnist", "worker", 0)
     gated["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
@@ -599,6 +612,8 @@ CASES = [
     ),
     row(managed_elsewhere, [(N, R.MANAGED_ELSEWHERE)], None, None),
     row(kueue_took_a_pod, [(W, R.KUEUE_TOOK_OVER_CHILD)], None, None),
+    row(dispatched, [(N, R.DISPATCHED)], None, None, says="worker cluster"),
+    row(not_dispatched, [(W, R.NOT_DISPATCHED)], None, None, says="LocalQueue"),
     row(
         pod_waits,
         [(N, R.CREATED), (W, R.POD_WAITING)],
