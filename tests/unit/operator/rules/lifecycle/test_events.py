@@ -36,8 +36,7 @@ from tests.unit.operator.rules.lifecycle.test_stops import deleting, stopped
 from tests.unit.operator.rules.test_nodelost import started, with_lost_worker
 from tfjob_operator.rules import handover, nodelost
 from tfjob_operator.rules import status as st
-from tfjob_operator.rules.kueue import DEACTIVATED_BY_SUSPEND
-from tfjob_operator.rules.kueue import multikueue
+from tfjob_operator.rules.kueue import DEACTIVATED_BY_SUSPEND, multikueue
 from tfjob_operator.rules.kueue.admission import observe_workload
 from tfjob_operator.rules.lifecycle import restart, stops, together
 from tfjob_operator.rules.pods import observe
