@@ -7,6 +7,15 @@ import pytest
 
 from tests.integration.helpers import Job
 from tfjob_operator.controller.client import Kube
+from tfjob_operator.rules import kueue
+from tfjob_testbed.addons import kueue as kq
+from tfjob_testbed.project.operator import stepped_aside
+
+KUEUE_TAINT = {"key": "pool", "operator": "Equal", "value": "spot", "effect": "NoSchedule"}
+KUEUE_FLAVORS = {
+    "on-demand": {"nodeLabels": {"pool": "on-demand"}},
+    "spot": {"nodeLabels": {"pool": "spot"}, "tolerations": [KUEUE_TAINT]},
+}
 
 
 @pytest.fixture
@@ -26,3 +35,26 @@ def kube(control_plane, monkeypatch) -> Kube:
     monkeypatch.setenv("KUBECONFIG", str(control_plane.kubeconfig))
     kubernetes.config.load_kube_config(config_file=str(control_plane.kubeconfig))
     return Kube()
+
+
+@pytest.fixture
+def kueue_crds(kubectl, custom):
+    """Kueue's CRDs from its release (no Kueue running), and two ResourceFlavors."""
+    docs = kq.crd_documents()
+    created = kubectl.run("create", "--validate=false", "-f", "-", input=docs, check=False)
+    assert created.returncode == 0 or "AlreadyExists" in created.stderr, created.stderr
+    kubectl.wait_established(*kq.CRD_NAMES)
+    for name, spec in KUEUE_FLAVORS.items():
+        body = kq.flavor(name, spec)
+        try:
+            custom.create_cluster_custom_object(kueue.GROUP, kq.VERSION, "resourceflavors", body)
+        except kubernetes.client.ApiException as e:
+            if e.status != 409:
+                raise
+
+
+@pytest.fixture
+def kueue_operator(kueue_crds, operator, control_plane, tmp_path):
+    """The operator with --kueue, in the session's operator's place for the test."""
+    with stepped_aside(operator, control_plane.kubeconfig, tmp_path / "op.log", ["--kueue"]) as op:
+        yield op

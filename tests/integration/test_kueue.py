@@ -25,11 +25,6 @@ from tfjob_testbed.project.operator import stepped_aside
 pytestmark = pytest.mark.integration
 
 VERSION = "v1beta2"
-TAINT = {"key": "pool", "operator": "Equal", "value": "spot", "effect": "NoSchedule"}
-FLAVORS = {
-    "on-demand": {"nodeLabels": {"pool": "on-demand"}},
-    "spot": {"nodeLabels": {"pool": "spot"}, "tolerations": [TAINT]},
-}
 
 
 def queued_job(name: str = "mnist") -> dict:
@@ -66,27 +61,6 @@ def test_without_kueue_a_queued_job_says_so_and_runs_nothing(
         assert "Kueue is not installed" in error["message"] and "team-a" in error["message"]
         job.wait_event(name, st.Reason.RECONCILE_ERROR)
         assert job.statefulsets(name) == {}, "nothing runs outside the queue"
-
-
-@pytest.fixture
-def kueue_crds(kubectl, custom):
-    docs = kq.crd_documents()
-    created = kubectl.run("create", "--validate=false", "-f", "-", input=docs, check=False)
-    assert created.returncode == 0 or "AlreadyExists" in created.stderr, created.stderr
-    kubectl.wait_established(*kq.CRD_NAMES)
-    for name, spec in FLAVORS.items():
-        body = kq.flavor(name, spec)
-        try:
-            custom.create_cluster_custom_object(kueue.GROUP, VERSION, "resourceflavors", body)
-        except kubernetes.client.ApiException as e:
-            if e.status != 409:
-                raise
-
-
-@pytest.fixture
-def kueue_operator(kueue_crds, operator, control_plane, tmp_path):
-    with stepped_aside(operator, control_plane.kubeconfig, tmp_path / "op.log", ["--kueue"]) as op:
-        yield op
 
 
 @pytest.mark.smoke

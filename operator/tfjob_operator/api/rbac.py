@@ -82,7 +82,9 @@ KUEUE_RULES: list[dict[str, Any]] = [
     {
         "apiGroups": ["kueue.x-k8s.io"],
         "resources": ["workloads"],
-        "verbs": [*WATCH, "create", "patch", "delete"],
+        # get: the one MultiKueue made on a worker for a job, read once if its watch event
+        # came before the job's
+        "verbs": ["get", *WATCH, "create", "patch", "delete"],
     },
     {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["patch"]},
     # MultiKueue: the LocalQueue a new job names, read once, to default its spec.managedBy.

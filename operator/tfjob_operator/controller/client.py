@@ -92,6 +92,8 @@ KUEUE_READS = {
     # MultiKueue: the AdmissionChecks, and where one is MultiKueue's a new job's LocalQueue and
     # its ClusterQueue, to default the job's spec.managedBy.
     ("kueue.x-k8s.io", "localqueues", "get"),
+    # ... and, on a worker, the Workload MultiKueue made for a job before the job
+    ("kueue.x-k8s.io", "workloads", "get"),
     ("kueue.x-k8s.io", "clusterqueues", "get"),
     ("kueue.x-k8s.io", "admissionchecks", "list"),
 }

@@ -1,7 +1,8 @@
 """What the operator keeps of the TFJobs it watches between events.
 
 Memory follows what the rules read: a TFJob is kept as its identity, spec and status (no
-`managedFields`, no annotations such as kubectl's last-applied copy of the whole spec); pods
+`managedFields`, no annotations such as kubectl's last-applied copy of the whole spec, but
+MultiKueue's naming its Workload); pods
 and StatefulSets are kept as observations (`pods.observe`, `statefulsets.observe_statefulset`) by
 their watches (`childwatch.py`).
 
@@ -19,11 +20,14 @@ from typing import Any
 
 from tfjob_operator.rules import kueue
 from tfjob_operator.rules import status as st
+from tfjob_operator.rules.kueue import multikueue
 
 # Metadata the reconciler and the rules read of a TFJob (and kopf needs to post its Events).
 JOB_METADATA = ("name", "namespace", "uid", "generation", "resourceVersion", "deletionTimestamp")
-# Labels the rules read: Kueue's queue and priority class.
-JOB_LABELS = (kueue.QUEUE_LABEL, kueue.PRIORITY_LABEL)
+# Labels the rules read: Kueue's queue and priority class; and where MultiKueue copied the job
+# here, the Workload it made for it (a label before Kueue v0.18, an annotation since).
+JOB_LABELS = (kueue.QUEUE_LABEL, kueue.PRIORITY_LABEL, multikueue.PREBUILT_WORKLOAD)
+JOB_ANNOTATIONS = (multikueue.PREBUILT_WORKLOAD,)
 
 
 PACKED = "packed"  # the key of a finished job's packed spec and status
@@ -37,6 +41,9 @@ def job_record(body: Mapping[str, Any]) -> dict[str, Any]:
     labels = {k: v for k, v in (meta.get("labels") or {}).items() if k in JOB_LABELS}
     if labels:
         kept["labels"] = labels
+    notes = {k: v for k, v in (meta.get("annotations") or {}).items() if k in JOB_ANNOTATIONS}
+    if notes:
+        kept["annotations"] = notes
     return {
         "apiVersion": body.get("apiVersion"),
         "kind": body.get("kind"),

@@ -86,6 +86,15 @@ class Workloads:
         uid = meta.get("uid", "")
         prebuilt = multikueue.prebuilt_name(meta)
         workload = job.workloads.get(prebuilt or kueue.workload_name(key[1], uid))
+        if prebuilt is not None and workload is None:
+            # Kueue made it before the job: its watch event may have come before the job's
+            # own, and gone with a job not known yet.
+            found = await asyncio.to_thread(
+                self.kube.get_cluster_object, kueue.GROUP, version, "workloads", prebuilt, key[0]
+            )
+            if found is not None:
+                seen(job.workloads, found, False)
+                workload = job.workloads.get(prebuilt)
         if prebuilt is not None and workload is not None and multikueue.taken(workload, uid):
             log.warning("%s/%s: Workload %s is another object's; waiting", *key, prebuilt)
             workload = None

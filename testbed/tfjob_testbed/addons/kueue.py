@@ -25,7 +25,14 @@ from tfjob_testbed.core.gobuild import KUEUE, ensure, module_source
 from tfjob_testbed.core.kube import wait_for
 from tfjob_testbed.images import podman
 
-CRD_NAMES = ("workloads.kueue.x-k8s.io", "resourceflavors.kueue.x-k8s.io")
+CRD_NAMES = (
+    "workloads.kueue.x-k8s.io",
+    "resourceflavors.kueue.x-k8s.io",
+    # what a MultiKueue manager reads to default a job's spec.managedBy
+    "admissionchecks.kueue.x-k8s.io",
+    "clusterqueues.kueue.x-k8s.io",
+    "localqueues.kueue.x-k8s.io",
+)
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
 RELEASE, NAMESPACE = "kueue", "kueue-system"
 # The name Kueue's releases are published under, so that the chart's override is what a user
@@ -173,7 +180,7 @@ def crd_documents() -> str:
     return "\n---\n".join(f.read_text() for f in files)
 
 
-def _object(kind: str, name: str, spec: dict[str, Any], **meta: Any) -> dict[str, Any]:
+def kueue_object(kind: str, name: str, spec: dict[str, Any], **meta: Any) -> dict[str, Any]:
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": kind,
@@ -183,7 +190,7 @@ def _object(kind: str, name: str, spec: dict[str, Any], **meta: Any) -> dict[str
 
 
 def flavor(name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    return _object("ResourceFlavor", name, spec)
+    return kueue_object("ResourceFlavor", name, spec)
 
 
 def cluster_queue(
@@ -207,11 +214,13 @@ def cluster_queue(
     }
     if cohort:
         body["cohortName"] = cohort
-    return _object("ClusterQueue", name, body)
+    return kueue_object("ClusterQueue", name, body)
 
 
 def local_queue(name: str, namespace: str, cluster_queue: str, **spec: Any) -> dict[str, Any]:
-    return _object("LocalQueue", name, {"clusterQueue": cluster_queue, **spec}, namespace=namespace)
+    return kueue_object(
+        "LocalQueue", name, {"clusterQueue": cluster_queue, **spec}, namespace=namespace
+    )
 
 
 def priority_class(name: str, value: int) -> dict[str, Any]:
@@ -224,7 +233,7 @@ def priority_class(name: str, value: int) -> dict[str, Any]:
 
 
 def topology(name: str, levels: list[str]) -> dict[str, Any]:
-    return _object("Topology", name, {"levels": [{"nodeLabel": label} for label in levels]})
+    return kueue_object("Topology", name, {"levels": [{"nodeLabel": label} for label in levels]})
 
 
 def condition(workload: dict[str, Any], type_: str) -> dict[str, Any]:

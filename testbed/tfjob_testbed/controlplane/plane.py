@@ -432,6 +432,16 @@ class ControlPlane:
             ),
         )
 
+    def serving_cert(self, name: str, sans: list[str]) -> tuple[Path, Path]:
+        """A server certificate and key signed by the plane's CA (which its API server trusts
+        and `ca` names), for a webhook served beside it."""
+        pki = self.workdir / "pki"
+        return _Pki(pki).leaf(name, f"/CN={name}", (pki / "ca.crt", pki / "ca.key"), sans=sans)
+
+    @property
+    def ca(self) -> Path:
+        return self.workdir / "pki" / "ca.crt"
+
     def processes(self) -> dict[str, int]:
         """Name -> PID of every process started, for a teardown from another process."""
         with self._lock:
