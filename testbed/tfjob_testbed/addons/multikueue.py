@@ -46,8 +46,14 @@ EXTERNAL_FRAMEWORKS = [{"name": name} for name in kueue.EXTERNAL_FRAMEWORKS]
 
 def manager_configuration() -> dict[str, Any]:
     """What a MultiKueue manager's Kueue adds to its configuration: the TFJobs of both groups
-    its generic adapter dispatches."""
-    return {"multiKueue": {"externalFrameworks": EXTERNAL_FRAMEWORKS}}
+    its generic adapter dispatches; and only the built-in integrations whose kinds every worker
+    serves (MultiKueue watches each one's kind on each worker, and takes a worker whose API
+    lacks one for not connected): here Kubernetes' Job alone."""
+    integrations = kueue.configuration()["integrations"]
+    return {
+        "integrations": {**integrations, "frameworks": ["batch/job"]},
+        "multiKueue": {"externalFrameworks": EXTERNAL_FRAMEWORKS},
+    }
 
 
 def process_configuration(

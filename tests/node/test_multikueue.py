@@ -1,0 +1,296 @@
+"""Kueue's MultiKueue with Kueue v0.19.2 itself, across three clusters: a manager (a control
+plane with Kueue and the operators of both groups as processes, no node), the real node's
+cluster as the worker with quota (Kueue and the operator from their charts, the chart's
+MultiKueue worker identity behind the manager's kubeconfig), and a spare worker that never has
+quota for a job (another control plane with Kueue, no node). Kueue's generic adapter dispatches
+TFJobs of both groups (`multiKueue.externalFrameworks`, docs/production.md).
+
+Nothing here writes a Workload's status or a TFJob's copy: Kueue does, and the operators."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.node.addons import Addons
+from tests.node.helpers import FAST, POD_WAIT, TRAIN_WAIT, helm_operator
+from tests.node.test_kubeflow import TRAINER
+from tests.node.test_kueue_kubeflow import kubeflow_release
+from tfjob_operator.api.spec import GROUP, KUBEFLOW_GROUP, MULTIKUEUE, PLURAL, VERSION
+from tfjob_operator.render.manifests import MULTIKUEUE_WORKER
+from tfjob_operator.rules import kueue as rules
+from tfjob_operator.rules.kueue import multikueue as mk
+from tfjob_testbed.addons import kubeflow_sdk, kueue, multikueue
+from tfjob_testbed.cluster import NAMESPACE, Cluster
+from tfjob_testbed.controlplane.plane import ControlPlane
+from tfjob_testbed.core.kube import Kubectl, service_account_kubeconfig, wait_for
+from tfjob_testbed.core.paths import ROOT
+from tfjob_testbed.project.operator import OperatorProcess
+
+pytestmark = pytest.mark.node
+QUEUE = "team"
+WORKER_QUOTA = {"cpu": "500m", "memory": "8Gi"}  # one job at a time (each asks 300m)
+SPARE_QUOTA = {"cpu": "100m", "memory": "8Gi"}  # never one
+MANAGER_QUOTA = {"cpu": "2", "memory": "16Gi"}  # several: they wait for a worker, not here
+CRDS = [ROOT / "manifests" / "crd.yaml", ROOT / "manifests" / "kubeflow" / "crd.yaml"]
+
+
+@dataclass
+class Clusters:
+    manager: Cluster
+    spare: Cluster
+    worker: Cluster
+    manager_plane: ControlPlane
+
+
+def _objects(c: Cluster, *bodies: dict[str, Any]) -> None:
+    c.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(bodies))
+
+
+def _active(c: Cluster, plural: str, name: str) -> bool:
+    conditions = (c.get(f"{plural}.{kueue.GROUP}", name).get("status") or {}).get("conditions")
+    return any(x["type"] == "Active" and x["status"] == "True" for x in conditions or [])
+
+
+@pytest.fixture(scope="module")
+def clusters(cluster: Cluster, addons: Addons, tmp_path_factory) -> Iterator[Clusters]:
+    """The three clusters joined: the worker's add-ons (Kueue as from v0.19, Kubeflow's release
+    queued through the operator's Workloads) and the chart's MultiKueue worker identity; the
+    manager and the spare made here and stopped afterwards."""
+    root: Path = tmp_path_factory.mktemp("multikueue")
+    addons.kubeflow()
+    addons.kueue({})
+    kubeflow_release(cluster, True)
+    helm_operator(cluster, "kueue.enabled=true", "kueue.multikueue.worker=true")
+    _objects(cluster, kueue.flavor("default", {}))
+    with contextlib.ExitStack() as stack:
+        planes = {}
+        for name in ("manager", "spare"):
+            plane = ControlPlane(root / name)
+            stack.callback(plane.stop)
+            planes[name] = plane.start()
+        manager, spare = (Cluster.existing(p.kubeconfig) for p in planes.values())
+        for c in (manager, spare):
+            for crd in CRDS:
+                c.kubectl("apply", "--server-side", "-f", str(crd))
+        multikueue.run_kueue(planes["manager"], manager, multikueue.manager_configuration())
+        multikueue.run_kueue(planes["spare"], spare, {})
+        for group in (GROUP, KUBEFLOW_GROUP):
+            op = OperatorProcess(
+                planes["manager"].kubeconfig,
+                root / f"operator-{group}.log",
+                ["--kueue", f"--api-group={group}"],
+            )
+            stack.callback(op.stop)
+            op.start()
+        # The worker as the manager reaches it: the chart's identity for it, a token of it.
+        kubectl = Kubectl(cluster.tools.kubectl, cluster.kubeconfig)
+        worker_config = service_account_kubeconfig(
+            kubectl, cluster.kubeconfig, NAMESPACE, MULTIKUEUE_WORKER, root / "worker.kubeconfig"
+        )
+        _objects(
+            manager,
+            multikueue.kubeconfig_secret("worker", worker_config.read_text()),
+            multikueue.kubeconfig_secret("spare", planes["spare"].kubeconfig.read_text()),
+            multikueue.worker("worker", "worker"),
+            multikueue.worker("spare", "spare"),
+            multikueue.config("workers", ["worker", "spare"]),
+            multikueue.admission_check("multikueue", "workers"),
+            kueue.flavor("default", {}),
+        )
+        _objects(spare, kueue.flavor("default", {}))
+        for name in ("worker", "spare"):
+            wait_for(lambda n=name: _active(manager, "multikueueclusters", n), POD_WAIT,
+                     f"MultiKueueCluster {name} active")  # fmt: skip
+        wait_for(lambda: _active(manager, "admissionchecks", "multikueue"), POD_WAIT,
+                 "the MultiKueue AdmissionCheck active")  # fmt: skip
+        try:
+            yield Clusters(manager, spare, cluster, planes["manager"])
+        finally:
+            helm_operator(cluster, "kueue.multikueue.worker=false", "kueue.enabled=false")
+            kubeflow_release(cluster, False)
+            cluster.kubectl("delete", f"resourceflavors.{kueue.GROUP}", "default",
+                            "--wait=false", check=False)  # fmt: skip
+
+
+@pytest.fixture
+def queues(clusters: Clusters, namespace: str) -> Iterator[str]:
+    """The test's namespace on all three, with a LocalQueue `team` in each: on the manager its
+    ClusterQueue dispatches through MultiKueue; the worker's has room for one job, the
+    spare's for none."""
+    cq = f"{namespace}-q"
+    mk_check = {"admissionChecks": [{"name": "multikueue"}]}
+    for c, quota, more in (
+        (clusters.manager, MANAGER_QUOTA, {"admissionChecksStrategy": mk_check}),
+        (clusters.worker, WORKER_QUOTA, {}),
+        (clusters.spare, SPARE_QUOTA, {}),
+    ):
+        if c is not clusters.worker:
+            c.kubectl("create", "namespace", namespace)
+        _objects(
+            c,
+            kueue.cluster_queue(cq, {"default": quota}, **more),
+            kueue.local_queue(QUEUE, namespace, cq),
+        )
+    yield namespace
+    for c in (clusters.manager, clusters.worker, clusters.spare):
+        c.kubectl("delete", PLURAL, "--all", "-n", namespace, "--wait=false", check=False)
+        c.kubectl("delete", f"clusterqueues.{kueue.GROUP}", cq, "--wait=false", check=False)
+
+
+def job(name: str, group: str = GROUP, steps: int = 300) -> dict[str, Any]:
+    """A TFJob as a user writes it for a queue: one worker, the trainer image; no managedBy."""
+    container = {
+        "name": "tensorflow",
+        "image": TRAINER,
+        "args": ["--strategy=multi-worker-mirrored", *FAST, f"--steps={steps}"],
+        "resources": {"requests": {"cpu": "300m", "memory": "256Mi"}},
+    }
+    return {
+        "apiVersion": f"{group}/{VERSION}",
+        "kind": "TFJob",
+        "metadata": {"name": name, "labels": {rules.QUEUE_LABEL: QUEUE}},
+        "spec": {
+            "tfReplicaSpecs": {
+                "Worker": {
+                    "replicas": 1,
+                    "restartPolicy": "OnFailure",
+                    "template": {"spec": {"containers": [container]}},
+                }
+            }
+        },
+    }
+
+
+def tfjob(c: Cluster, name: str, namespace: str, group: str = GROUP) -> dict[str, Any]:
+    """The TFJob ({} while there is none)."""
+    return c.get(f"{PLURAL}.{group}", name, "-n", namespace)
+
+
+def condition(body: dict[str, Any], type_: str) -> str:
+    found = [c for c in (body.get("status") or {}).get("conditions") or [] if c["type"] == type_]
+    return found[0]["status"] if found else ""
+
+
+def nothing_runs_on(c: Cluster, namespace: str) -> None:
+    """A cluster that is no job's worker: no pod, no StatefulSet, no Service of a job."""
+    for kind in ("pods", "statefulsets", "services"):
+        assert c.get(kind, "-n", namespace)["items"] == [], kind
+
+
+@pytest.mark.smoke
+def test_a_job_applied_on_the_manager_trains_on_the_worker_with_quota_and_reports_back(
+    clusters: Clusters, queues: str
+) -> None:
+    ns = queues
+    clusters.manager.apply(job("mnist"), ns)
+    # Defaulted as Kueue's webhook defaults its own kinds: the queue leads to MultiKueue.
+    wait_for(lambda: tfjob(clusters.manager, "mnist", ns)["spec"].get("managedBy") == MULTIKUEUE,
+             POD_WAIT, "spec.managedBy set on the manager")  # fmt: skip
+    # The copy on the worker (the spare has no quota for it), with the Workload Kueue made
+    # first, taken by the copy.
+    copy = wait_for(lambda: tfjob(clusters.worker, "mnist", ns), POD_WAIT, "the worker's copy")
+    assert mk.ORIGIN_LABEL in copy["metadata"]["labels"]
+    assert "managedBy" not in copy["spec"]
+    prebuilt = mk.prebuilt_name(copy["metadata"])
+    assert prebuilt is not None
+    wl = clusters.worker.get(f"workloads.{kueue.GROUP}", prebuilt, "-n", ns)
+    owner = wl["metadata"]["ownerReferences"][0]
+    assert (owner["name"], owner["uid"], owner["controller"]) == (
+        "mnist",
+        copy["metadata"]["uid"],
+        True,
+    )
+    wls = clusters.worker.get(f"workloads.{kueue.GROUP}", "-n", ns)["items"]
+    assert [w["metadata"]["name"] for w in wls] == [prebuilt], "the operator made none of its own"
+    # Its status, copied back: `kubectl get tfj` on the manager says what the worker's says.
+    done = wait_for(lambda: condition(s := tfjob(clusters.manager, "mnist", ns), "Succeeded")
+                    == "True" and s, TRAIN_WAIT, "Succeeded on the manager")  # fmt: skip
+    status = done["status"]
+    assert status["replicaStatuses"]["Worker"]["succeeded"] == 1
+    assert status.get("completionTime") and status.get("startTime")
+    assert [c["type"] for c in status["conditions"]][:1] == ["Created"]
+    printed = clusters.manager.kubectl("get", "tfj", "mnist", "-n", ns).stdout
+    assert "Succeeded" in printed, printed
+    mgr_wl = clusters.manager.get(f"workloads.{kueue.GROUP}", "-n", ns)["items"]
+    assert [kueue.condition(w, "Finished").get("status") for w in mgr_wl] == ["True"]
+    nothing_runs_on(clusters.manager, ns)
+    nothing_runs_on(clusters.spare, ns)
+    assert tfjob(clusters.spare, "mnist", ns) == {}
+    # Kueue removes what it made on the workers once the job is done.
+    wait_for(lambda: not tfjob(clusters.worker, "mnist", ns), POD_WAIT, "the worker's copy gone")
+
+
+SDK_WAIT = """
+import json, os, sys
+
+from kubeflow.training import TrainingClient
+
+name, namespace = sys.argv[1:3]
+client = TrainingClient(config_file=os.environ["KUBECONFIG"], job_kind="TFJob")
+client.wait_for_job_conditions(name, namespace, timeout=int(sys.argv[3]))
+job = client.get_job(name, namespace)
+print("SDK-RESULT " + json.dumps({
+    "conditions": [[c.type, c.status] for c in job.status.conditions],
+    "succeeded": client.is_job_succeeded(name, namespace),
+    "worker": job.status.replica_statuses["Worker"].succeeded,
+}))
+"""
+
+
+def test_kubeflows_group_and_sdk_against_the_manager(clusters: Clusters, queues: str) -> None:
+    """A `kubeflow.org` TFJob, queued through the operators' Workloads on both ends, followed
+    with Kubeflow's SDK on the manager as a notebook would."""
+    ns = queues
+    clusters.manager.apply(job("kf", KUBEFLOW_GROUP), ns)
+    run = kubeflow_sdk.run_script(
+        SDK_WAIT, clusters.manager_plane.kubeconfig, ["kf", ns, str(TRAIN_WAIT)],
+        timeout=TRAIN_WAIT + POD_WAIT,
+    )  # fmt: skip
+    out = run.result
+    assert out is not None, run.stdout[-3000:]
+    assert out["succeeded"] is True and out["worker"] == 1
+    assert ["Succeeded", "True"] in out["conditions"]
+    assert tfjob(clusters.manager, "kf", ns, KUBEFLOW_GROUP)["spec"]["managedBy"] == MULTIKUEUE
+    nothing_runs_on(clusters.manager, ns)
+
+
+def test_deleting_the_managers_job_deletes_the_workers(clusters: Clusters, queues: str) -> None:
+    ns = queues
+    clusters.manager.apply(job("long", steps=100000), ns)
+    wait_for(lambda: condition(tfjob(clusters.worker, "long", ns), "Running") == "True",
+             POD_WAIT, "running on the worker")  # fmt: skip
+    clusters.manager.kubectl("delete", "tfj", "long", "-n", ns)
+    wait_for(lambda: not tfjob(clusters.worker, "long", ns), POD_WAIT, "the worker's copy gone")
+    wait_for(lambda: not clusters.worker.get("pods", "-n", ns)["items"], POD_WAIT,
+             "the worker's pods gone")  # fmt: skip
+
+
+def test_a_waiting_job_runs_once_a_workers_quota_is_freed(clusters: Clusters, queues: str) -> None:
+    """Two jobs, room for one on the worker and none on the spare: the second waits (not on the
+    spare), and runs on the worker once the first is done."""
+    ns = queues
+    clusters.manager.apply(job("first"), ns)
+    wait_for(lambda: tfjob(clusters.worker, "first", ns), POD_WAIT, "the first on the worker")
+    clusters.manager.apply(job("second"), ns)
+    # The second holds quota on the manager, and waits for a worker.
+    wait_for(lambda: tfjob(clusters.manager, "second", ns)["spec"].get("managedBy"), POD_WAIT,
+             "the second dispatched")  # fmt: skip
+
+    def first_done() -> bool:
+        assert not tfjob(clusters.worker, "second", ns), "both on a worker with room for one"
+        assert not tfjob(clusters.spare, "second", ns), "dispatched to a worker without quota"
+        first = tfjob(clusters.manager, "first", ns)
+        assert first, "the first job is gone from the manager"
+        return condition(first, "Succeeded") == "True"
+
+    wait_for(first_done, TRAIN_WAIT, "the first Succeeded, the second waiting")
+    wait_for(lambda: condition(tfjob(clusters.manager, "second", ns), "Succeeded") == "True",
+             TRAIN_WAIT + POD_WAIT, "the second Succeeded")  # fmt: skip
+    assert not tfjob(clusters.spare, "second", ns)
