@@ -46,12 +46,12 @@ EXTERNAL_FRAMEWORKS = [{"name": name} for name in kueue.EXTERNAL_FRAMEWORKS]
 
 def manager_configuration() -> dict[str, Any]:
     """What a MultiKueue manager's Kueue adds to its configuration: the TFJobs of both groups
-    its generic adapter dispatches; and only the built-in integrations whose kinds every worker
-    serves (MultiKueue watches each one's kind on each worker, and takes a worker whose API
-    lacks one for not connected): here Kubernetes' Job alone."""
+    its generic adapter dispatches, and no built-in integration: MultiKueue watches each one's
+    kind on each worker, and takes a worker whose API lacks one, or whose identity may not
+    watch it, for not connected (the chart's worker identity may watch TFJobs only)."""
     integrations = kueue.configuration()["integrations"]
     return {
-        "integrations": {**integrations, "frameworks": ["batch/job"]},
+        "integrations": {**integrations, "frameworks": []},
         "multiKueue": {"externalFrameworks": EXTERNAL_FRAMEWORKS},
     }
 
