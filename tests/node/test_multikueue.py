@@ -21,7 +21,7 @@ import yaml
 from tests.node.addons import Addons
 from tests.node.helpers import FAST, POD_WAIT, TRAIN_WAIT, helm_operator
 from tests.node.test_kubeflow import TRAINER
-from tests.node.test_kueue_kubeflow import kubeflow_release
+from tests.node.test_kueue_kubeflow import kubeflow_release, kueues_integration
 from tfjob_operator.api.spec import GROUP, KUBEFLOW_GROUP, MULTIKUEUE, PLURAL, VERSION
 from tfjob_operator.render.manifests import MULTIKUEUE_WORKER
 from tfjob_operator.rules import kueue as rules
@@ -38,6 +38,7 @@ QUEUE = "team"
 WORKER_QUOTA = {"cpu": "500m", "memory": "8Gi"}  # one job at a time (each asks 300m)
 SPARE_QUOTA = {"cpu": "100m", "memory": "8Gi"}  # never one
 MANAGER_QUOTA = {"cpu": "2", "memory": "16Gi"}  # several: they wait for a worker, not here
+GROUP_FW = kueue.EXTERNAL_FRAMEWORKS[0]  # TFJob.v1.tfjob.dev
 CRDS = [ROOT / "manifests" / "crd.yaml", ROOT / "manifests" / "kubeflow" / "crd.yaml"]
 
 
@@ -294,3 +295,42 @@ def test_a_waiting_job_runs_once_a_workers_quota_is_freed(clusters: Clusters, qu
     wait_for(lambda: condition(tfjob(clusters.manager, "second", ns), "Succeeded") == "True",
              TRAIN_WAIT + POD_WAIT, "the second Succeeded")  # fmt: skip
     assert not tfjob(clusters.spare, "second", ns)
+
+
+def test_kueues_own_kubeflow_integration_dispatches_through_run_policy(
+    clusters: Clusters, queues: str, addons: Addons
+) -> None:
+    """Kueue's built-in `kubeflow.org/tfjob` integration on both ends (deprecated, off by
+    default since v0.19), as a Kubeflow user may still run it: Kueue's webhook on the manager
+    writes `runPolicy.managedBy`, its own adapter dispatches the job, and on the worker its own
+    controller admits the copy; the operators only leave the manager's job alone and run the
+    worker's as training-operator did. Runs last: it reconfigures Kueue on both ends."""
+    ns = queues
+    addons.kueue(kueues_integration())
+    kubeflow_release(clusters.worker, False)
+    built_in = {
+        "integrations": {"frameworks": ["kubeflow.org/tfjob"], "externalFrameworks": [GROUP_FW]},
+        "multiKueue": {"externalFrameworks": [{"name": GROUP_FW}]},
+    }
+    multikueue.restart_kueue(clusters.manager_plane, built_in)
+    wait_for(lambda: _active(clusters.manager, "multikueueclusters", "worker"), POD_WAIT,
+             "the worker connected again")  # fmt: skip
+    clusters.manager.apply(job("builtin", KUBEFLOW_GROUP), ns)
+    made = tfjob(clusters.manager, "builtin", ns, KUBEFLOW_GROUP)
+    assert made["spec"]["runPolicy"]["managedBy"] == MULTIKUEUE, "Kueue's webhook wrote it"
+    assert "managedBy" not in made["spec"]
+    done = wait_for(
+        lambda: condition(s := tfjob(clusters.manager, "builtin", ns, KUBEFLOW_GROUP),
+                          "Succeeded") == "True" and s,
+        TRAIN_WAIT, "Succeeded on the manager",
+    )  # fmt: skip
+    assert done["status"]["replicaStatuses"]["Worker"]["succeeded"] == 1
+    # Kueue's own Workload on the manager (owned by the job), none of the operator's
+    (wl,) = clusters.manager.get(f"workloads.{kueue.GROUP}", "-n", ns)["items"]
+    assert not wl["metadata"].get("annotations", {}).get(rules.PODSETS_HASH)
+    reasons = [
+        e["reason"] for e in clusters.manager.get("events", "-n", ns)["items"]
+        if e["involvedObject"]["name"] == "builtin"
+    ]  # fmt: skip
+    assert "ManagedElsewhere" in reasons
+    nothing_runs_on(clusters.manager, ns)

@@ -153,6 +153,9 @@ MULTIKUEUE_WORKER_RULES: list[dict[str, Any]] = [
         "resources": ["clusterqueues", "localqueues"],
         "verbs": ["get", *WATCH],
     },
+    # Kueue's batch/job integration is always on (its default when none is listed), and
+    # MultiKueue watches each integration's kind on every worker: read only.
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", *WATCH]},
 ]
 # Kueue's ServiceAccount as its chart and manifests name it ({fullname}-controller-manager).
 KUEUE_SERVICE_ACCOUNT = "kueue-controller-manager"

@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import os
 import tempfile
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +47,13 @@ EXTERNAL_FRAMEWORKS = [{"name": name} for name in kueue.EXTERNAL_FRAMEWORKS]
 
 def manager_configuration() -> dict[str, Any]:
     """What a MultiKueue manager's Kueue adds to its configuration: the TFJobs of both groups
-    its generic adapter dispatches, and no built-in integration: MultiKueue watches each one's
-    kind on each worker, and takes a worker whose API lacks one, or whose identity may not
-    watch it, for not connected (the chart's worker identity may watch TFJobs only)."""
+    its generic adapter dispatches, and no built-in integration but Kubernetes' Job (Kueue's
+    default when none is listed): MultiKueue watches each one's kind on each worker, and takes
+    a worker whose API lacks one, or whose identity may not watch it, for not connected (the
+    chart's worker identity may watch TFJobs and Jobs)."""
     integrations = kueue.configuration()["integrations"]
     return {
-        "integrations": {**integrations, "frameworks": []},
+        "integrations": {**integrations, "frameworks": ["batch/job"]},
         "multiKueue": {"externalFrameworks": EXTERNAL_FRAMEWORKS},
     }
 
@@ -155,6 +157,35 @@ def run_kueue(
         return made.returncode == 0
 
     wait_for(answers, timeout, "Kueue's webhook (a process of the plane) to answer")
+
+
+def restart_kueue(plane: ControlPlane, extra: dict[str, Any], timeout: float = 120) -> None:
+    """Kueue's manager started again with the node's configuration plus `extra` (its
+    webhooks and certificates as they are); returns once it answers its readiness probe."""
+    config = plane.workdir / "kueue-config.yaml"
+    old = yaml.safe_load(config.read_text())
+    plane.stop_process("kueue")
+    config.write_text(
+        yaml.safe_dump(
+            process_configuration(
+                extra,
+                old["webhook"]["port"],
+                int(old["health"]["healthProbeBindAddress"].rsplit(":", 1)[1]),
+                Path(old["webhook"]["certDir"]),
+            )
+        )
+    )
+    plane.start_process("kueue")
+    ready = f"http://{old['health']['healthProbeBindAddress']}/readyz"
+    wait_for(lambda: _answers(ready), timeout, "Kueue ready again")
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
 
 
 def _established(cluster: Cluster, crd: str) -> bool:
