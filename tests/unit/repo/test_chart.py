@@ -655,3 +655,38 @@ def test_the_pod_label_policies_are_the_generated_ones_named_for_the_release(
         got = by_name[(want["kind"], name)]
         assert got["spec"] == want["spec"]
         assert got["metadata"]["labels"]["app.kubernetes.io/instance"] == RELEASE
+
+
+@pytest.mark.parametrize("side", ["manager", "worker"])
+def test_multikueue_values_grant_each_side_what_kueue_does_there(helm, side):
+    """On a manager, Kueue's own ServiceAccount updates the TFJobs it dispatches and copies
+    their status; on a worker, an identity of its own for the manager's kubeconfig (a
+    ServiceAccount and its token Secret), allowed what MultiKueue does there; the plain
+    manifests hold both, the same."""
+    off = template(helm, {"kueue": {"enabled": True}})
+    assert not find(off, "ClusterRole", f"{FULLNAME}-multikueue-manager")
+    assert not find(off, "ServiceAccount", f"{FULLNAME}-multikueue")
+    docs = template(helm, {"kueue": {"enabled": True, "multikueue": {side: True}}})
+    plain = [d for d in yaml.safe_load_all((ROOT / "manifests/kueue/multikueue.yaml").read_text())]
+    if side == "manager":
+        name, rules = f"{FULLNAME}-multikueue-manager", rbac.KUEUE_MANAGER_RULES
+        subject = {"kind": "ServiceAccount", "name": "kueue-controller-manager",
+                   "namespace": "kueue-system"}  # fmt: skip
+        assert not find(docs, "ServiceAccount", f"{FULLNAME}-multikueue")
+    else:
+        name, rules = f"{FULLNAME}-multikueue", rbac.MULTIKUEUE_WORKER_RULES
+        subject = {"kind": "ServiceAccount", "name": name, "namespace": NAMESPACE}
+        assert one(docs, "ServiceAccount", name)["metadata"]["namespace"] == NAMESPACE
+        secret = one(docs, "Secret", name)
+        assert secret["type"] == "kubernetes.io/service-account-token"
+        assert secret["metadata"]["annotations"] == {"kubernetes.io/service-account.name": name}
+        assert not find(docs, "ClusterRole", f"{FULLNAME}-multikueue-manager")
+    assert one(docs, "ClusterRole", name)["rules"] == rules
+    assert one(docs, "ClusterRoleBinding", name)["subjects"] == [subject]
+    (plain_role,) = [
+        d for d in plain if d["kind"] == "ClusterRole" and d["metadata"]["name"] == name
+    ]
+    assert plain_role["rules"] == rules
+    # what it may do is what Kueue's MultiKueue does on that side, and no pod or Secret
+    verbs = {(r, v) for rule in rules for r in rule["resources"] for v in rule["verbs"]}
+    assert not {r for r, _ in verbs} & {"pods", "secrets", "statefulsets"}
