@@ -201,9 +201,13 @@ def test_a_job_applied_on_the_manager_trains_on_the_worker_with_quota_and_report
     assert "managedBy" not in copy["spec"]
     prebuilt = mk.prebuilt_name(copy["metadata"])
     assert prebuilt is not None
-    wl = clusters.worker.get(f"workloads.{kueue.GROUP}", prebuilt, "-n", ns)
-    owner = wl["metadata"]["ownerReferences"][0]
-    assert (owner["name"], owner["uid"], owner["controller"]) == (
+
+    def owner() -> Any:
+        wl = clusters.worker.get(f"workloads.{kueue.GROUP}", prebuilt, "-n", ns)
+        return (wl["metadata"].get("ownerReferences") or [None])[0]
+
+    taken = wait_for(owner, POD_WAIT, "the prebuilt Workload taken by the copy")
+    assert (taken["name"], taken["uid"], taken["controller"]) == (
         "mnist",
         copy["metadata"]["uid"],
         True,
