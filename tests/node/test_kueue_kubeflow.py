@@ -36,7 +36,9 @@ SPECS = {
 }
 
 
-def job(name: str, queue: str, cpu: str = "300m", steps: int = 60) -> dict[str, Any]:
+def job(
+    name: str, queue: str, cpu: str = "300m", steps: int = 60, api_version: str = API_VERSION
+) -> dict[str, Any]:
     """A Kubeflow TFJob as a Kubeflow user writes it: one worker, the trainer image."""
     container = {
         "name": "tensorflow",
@@ -45,7 +47,7 @@ def job(name: str, queue: str, cpu: str = "300m", steps: int = 60) -> dict[str, 
         "resources": {"requests": {"cpu": cpu, "memory": "256Mi"}},
     }
     return {
-        "apiVersion": API_VERSION,
+        "apiVersion": api_version,
         "kind": "TFJob",
         "metadata": {"name": name, "labels": {rules.QUEUE_LABEL: queue}},
         "spec": {

@@ -19,9 +19,9 @@ import pytest
 import yaml
 
 from tests.node.addons import Addons
-from tests.node.helpers import FAST, POD_WAIT, TRAIN_WAIT, helm_operator
-from tests.node.test_kubeflow import TRAINER
-from tests.node.test_kueue_kubeflow import kubeflow_release, kueues_integration
+from tests.node.helpers import POD_WAIT, TRAIN_WAIT, helm_operator
+from tests.node.test_kueue_kubeflow import condition, kubeflow_release, kueues_integration
+from tests.node.test_kueue_kubeflow import job as queued_job
 from tfjob_operator.api.spec import GROUP, KUBEFLOW_GROUP, MULTIKUEUE, PLURAL, VERSION
 from tfjob_operator.render.manifests import MULTIKUEUE_WORKER
 from tfjob_operator.rules import kueue as rules
@@ -147,36 +147,12 @@ def queues(clusters: Clusters, namespace: str) -> Iterator[str]:
 
 def job(name: str, group: str = GROUP, steps: int = 300) -> dict[str, Any]:
     """A TFJob as a user writes it for a queue: one worker, the trainer image; no managedBy."""
-    container = {
-        "name": "tensorflow",
-        "image": TRAINER,
-        "args": ["--strategy=multi-worker-mirrored", *FAST, f"--steps={steps}"],
-        "resources": {"requests": {"cpu": "300m", "memory": "256Mi"}},
-    }
-    return {
-        "apiVersion": f"{group}/{VERSION}",
-        "kind": "TFJob",
-        "metadata": {"name": name, "labels": {rules.QUEUE_LABEL: QUEUE}},
-        "spec": {
-            "tfReplicaSpecs": {
-                "Worker": {
-                    "replicas": 1,
-                    "restartPolicy": "OnFailure",
-                    "template": {"spec": {"containers": [container]}},
-                }
-            }
-        },
-    }
+    return queued_job(name, QUEUE, steps=steps, api_version=f"{group}/{VERSION}")
 
 
 def tfjob(c: Cluster, name: str, namespace: str, group: str = GROUP) -> dict[str, Any]:
     """The TFJob ({} while there is none)."""
     return c.get(f"{PLURAL}.{group}", name, "-n", namespace)
-
-
-def condition(body: dict[str, Any], type_: str) -> str:
-    found = [c for c in (body.get("status") or {}).get("conditions") or [] if c["type"] == type_]
-    return found[0]["status"] if found else ""
 
 
 def nothing_runs_on(c: Cluster, namespace: str) -> None:

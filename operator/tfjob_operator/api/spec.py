@@ -94,6 +94,17 @@ ONE_SOURCE = "set exactly one of claimName or storage"
 MAX_REPLICAS = 10000
 
 
+def _managed_by(description: str) -> Any:
+    """A controller's name, as a Job's spec.managedBy (the runPolicy's and the spec's own)."""
+    return Field(
+        None,
+        alias="managedBy",
+        max_length=63,
+        pattern=MANAGED_BY_PATTERN,
+        description=description,
+    )
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, use_enum_values=False)
 
@@ -247,17 +258,13 @@ class RunPolicy(_Model):
             f"drain, preemption, resize). Default: {TERMINATION_GRACE_PERIOD_SECONDS}."
         ),
     )
-    managed_by: str | None = Field(
-        None,
-        alias="managedBy",
-        max_length=63,
-        pattern=MANAGED_BY_PATTERN,
-        description=(
+    managed_by: str | None = _managed_by(
+
             "The controller that runs the job. Unset, kubeflow.org/training-operator or "
             "tfjob.dev/tfjob-operator: this operator. Any other (e.g. "
             "kueue.x-k8s.io/multikueue as Kueue's built-in kubeflow.org integration writes "
             "it): that controller; this operator leaves the job alone."
-        ),
+
     )
     scheduling_policy: SchedulingPolicy | None = Field(
         None,
@@ -395,19 +402,15 @@ class TFJobSpec(_Model):
             "coordinator takes in no new worker while it runs), not every PS and worker."
         ),
     )
-    managed_by: str | None = Field(
-        None,
-        alias="managedBy",
-        max_length=63,
-        pattern=MANAGED_BY_PATTERN,
-        description=(
+    managed_by: str | None = _managed_by(
+
             "The controller that runs the job, as a Job's spec.managedBy; immutable. Unset, "
             "kubeflow.org/training-operator or tfjob.dev/tfjob-operator: this operator. "
             f"{MULTIKUEUE}: on a MultiKueue manager cluster, Kueue runs the job on a worker "
             "cluster and copies its status here; this operator only makes its Workload "
             "(defaulted so when the job's LocalQueue leads to a MultiKueue admission check). "
             "Any other: that controller; this operator leaves the job alone."
-        ),
+
     )
     checkpoint: CheckpointSpec | None = Field(
         None, description="A checkpoint volume mounted into every pod that trains."
