@@ -259,12 +259,10 @@ class RunPolicy(_Model):
         ),
     )
     managed_by: str | None = _managed_by(
-
-            "The controller that runs the job. Unset, kubeflow.org/training-operator or "
-            "tfjob.dev/tfjob-operator: this operator. Any other (e.g. "
-            "kueue.x-k8s.io/multikueue as Kueue's built-in kubeflow.org integration writes "
-            "it): that controller; this operator leaves the job alone."
-
+        "The controller that runs the job. Unset, kubeflow.org/training-operator or "
+        "tfjob.dev/tfjob-operator: this operator. Any other (e.g. "
+        "kueue.x-k8s.io/multikueue as Kueue's built-in kubeflow.org integration writes "
+        "it): that controller; this operator leaves the job alone."
     )
     scheduling_policy: SchedulingPolicy | None = Field(
         None,
@@ -403,14 +401,12 @@ class TFJobSpec(_Model):
         ),
     )
     managed_by: str | None = _managed_by(
-
-            "The controller that runs the job, as a Job's spec.managedBy; immutable. Unset, "
-            "kubeflow.org/training-operator or tfjob.dev/tfjob-operator: this operator. "
-            f"{MULTIKUEUE}: on a MultiKueue manager cluster, Kueue runs the job on a worker "
-            "cluster and copies its status here; this operator only makes its Workload "
-            "(defaulted so when the job's LocalQueue leads to a MultiKueue admission check). "
-            "Any other: that controller; this operator leaves the job alone."
-
+        "The controller that runs the job, as a Job's spec.managedBy; immutable. Unset, "
+        "kubeflow.org/training-operator or tfjob.dev/tfjob-operator: this operator. "
+        f"{MULTIKUEUE}: on a MultiKueue manager cluster, Kueue runs the job on a worker "
+        "cluster and copies its status here; this operator only makes its Workload "
+        "(defaulted so when the job's LocalQueue leads to a MultiKueue admission check). "
+        "Any other: that controller; this operator leaves the job alone."
     )
     checkpoint: CheckpointSpec | None = Field(
         None, description="A checkpoint volume mounted into every pod that trains."
