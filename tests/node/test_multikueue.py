@@ -61,13 +61,12 @@ def _active(c: Cluster, plural: str, name: str) -> bool:
 
 @pytest.fixture(scope="module")
 def clusters(cluster: Cluster, addons: Addons, tmp_path_factory) -> Iterator[Clusters]:
-    """The three clusters joined: the worker's add-ons (Kueue as from v0.19, Kubeflow's release
-    queued through the operator's Workloads) and the chart's MultiKueue worker identity; the
-    manager and the spare made here and stopped afterwards."""
+    """The three clusters joined: the worker's add-ons (Kueue as from v0.19, Kubeflow's release,
+    whose CRD MultiKueue watches there) and the chart's MultiKueue worker identity; the manager
+    and the spare made here and stopped afterwards."""
     root: Path = tmp_path_factory.mktemp("multikueue")
     addons.kubeflow()
     addons.kueue({})
-    kubeflow_release(cluster, True)
     helm_operator(cluster, "kueue.enabled=true", "kueue.multikueue.worker=true")
     _objects(cluster, kueue.flavor("default", {}))
     with contextlib.ExitStack() as stack:
@@ -229,6 +228,7 @@ def test_kubeflows_group_and_sdk_against_the_manager(clusters: Clusters, queues:
     """A `kubeflow.org` TFJob, queued through the operators' Workloads on both ends, followed
     with Kubeflow's SDK on the manager as a notebook would."""
     ns = queues
+    kubeflow_release(clusters.worker, True)  # put back by the module's fixture
     clusters.manager.apply(job("kf", KUBEFLOW_GROUP), ns)
     run = kubeflow_sdk.run_script(
         SDK_WAIT, clusters.manager_plane.kubeconfig, ["kf", ns, str(TRAIN_WAIT)],
