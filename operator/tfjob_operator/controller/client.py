@@ -553,7 +553,8 @@ class Kube:
         self._merge_patch(url_path, patch)
 
     def patch_job(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
-        """Merge-patch a TFJob's metadata (the queue label); a job gone meanwhile needs none."""
+        """Merge-patch a TFJob (the queue label; MultiKueue's spec.managedBy, defaulted); a
+        job gone meanwhile needs none."""
         self._merge_patch(path(self.group, VERSION, PLURAL, namespace, name), patch)
 
     def _merge_patch(self, url_path: str, patch: dict[str, Any]) -> None:
