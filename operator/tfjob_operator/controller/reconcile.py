@@ -589,8 +589,10 @@ class Reconciler:
                 post_events(self.kube, key, body, [multikueue.no_queue_event(name)])
                 job.kueue_warned = True
             return None
+        # As the view's spec check rendered them (its `built`, kept only on a new generation):
+        # the same gang, so that the Workload's podSets do not change between reconciles.
         built = view.built or build(
-            view.ref, view.spec, self.cluster_domain, None, self.restart_rules
+            view.ref, view.spec, self.cluster_domain, self.gang, self.restart_rules
         )
         decision = dispatched_workload(built, queue, view.status, view.spec.run_policy.suspend)
         return await self.workloads.apply(job, key, queue.version, decision)
