@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.node.addons import Addons
 from tests.node.helpers import POD_WAIT, TRAIN_WAIT, helm_operator
+from tests.node.test_kueue import create
 from tests.node.test_kueue_kubeflow import condition, kubeflow_release, kueues_integration
 from tests.node.test_kueue_kubeflow import job as queued_job
 from tfjob_operator.api.spec import GROUP, KUBEFLOW_GROUP, MULTIKUEUE, PLURAL, VERSION
@@ -50,10 +50,6 @@ class Clusters:
     manager_plane: ControlPlane
 
 
-def _objects(c: Cluster, *bodies: dict[str, Any]) -> None:
-    c.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(bodies))
-
-
 def _active(c: Cluster, plural: str, name: str) -> bool:
     conditions = (c.get(f"{plural}.{kueue.GROUP}", name).get("status") or {}).get("conditions")
     return any(x["type"] == "Active" and x["status"] == "True" for x in conditions or [])
@@ -68,7 +64,7 @@ def clusters(cluster: Cluster, addons: Addons, tmp_path_factory) -> Iterator[Clu
     addons.kubeflow()
     addons.kueue({})
     helm_operator(cluster, "kueue.enabled=true", "kueue.multikueue.worker=true")
-    _objects(cluster, kueue.flavor("default", {}))
+    create(cluster, kueue.flavor("default", {}))
     with contextlib.ExitStack() as stack:
         planes = {}
         for name in ("manager", "spare"):
@@ -94,7 +90,7 @@ def clusters(cluster: Cluster, addons: Addons, tmp_path_factory) -> Iterator[Clu
         worker_config = service_account_kubeconfig(
             kubectl, cluster.kubeconfig, NAMESPACE, MULTIKUEUE_WORKER, root / "worker.kubeconfig"
         )
-        _objects(
+        create(
             manager,
             multikueue.kubeconfig_secret("worker", worker_config.read_text()),
             multikueue.kubeconfig_secret("spare", planes["spare"].kubeconfig.read_text()),
@@ -104,7 +100,7 @@ def clusters(cluster: Cluster, addons: Addons, tmp_path_factory) -> Iterator[Clu
             multikueue.admission_check("multikueue", "workers"),
             kueue.flavor("default", {}),
         )
-        _objects(spare, kueue.flavor("default", {}))
+        create(spare, kueue.flavor("default", {}))
         for name in ("worker", "spare"):
             wait_for(lambda n=name: _active(manager, "multikueueclusters", n), POD_WAIT,
                      f"MultiKueueCluster {name} active")  # fmt: skip
@@ -133,7 +129,7 @@ def queues(clusters: Clusters, namespace: str) -> Iterator[str]:
     ):
         if c is not clusters.worker:
             c.kubectl("create", "namespace", namespace)
-        _objects(
+        create(
             c,
             kueue.cluster_queue(cq, {"default": quota}, **more),
             kueue.local_queue(QUEUE, namespace, cq),

@@ -30,8 +30,9 @@ from tfjob_testbed.addons import kueue
 from tfjob_testbed.addons.target import Cluster
 from tfjob_testbed.controlplane.plane import ControlPlane, log_tail
 from tfjob_testbed.core.gobuild import KUEUE, ensure
-from tfjob_testbed.core.kube import wait_for
+from tfjob_testbed.core.kube import Kubectl, wait_for
 from tfjob_testbed.core.procs import alive, free_ports
+from tfjob_testbed.core.tools import ensure_tools
 
 CONTROLLER = "kueue.x-k8s.io/multikueue"
 # Kueue's kinds whose documents a process-run Kueue needs from its chart: the rest (its
@@ -131,8 +132,8 @@ def run_kueue(
     )
     crds = [d for d in docs if d["kind"] == "CustomResourceDefinition"]
     cluster.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(crds))
-    names = [d["metadata"]["name"] for d in crds]
-    wait_for(lambda: all(_established(cluster, n) for n in names), timeout, "Kueue's CRDs")
+    kubectl = Kubectl(ensure_tools().kubectl, plane.kubeconfig)
+    kubectl.wait_established(*(d["metadata"]["name"] for d in crds), timeout=timeout)
     cluster.kubectl("create", "namespace", kueue.NAMESPACE, check=False)
     manager = [
         str(ensure(KUEUE) / "manager"),
@@ -186,11 +187,6 @@ def _answers(url: str) -> bool:
             return bool(r.status == 200)
     except OSError:
         return False
-
-
-def _established(cluster: Cluster, crd: str) -> bool:
-    conditions = (cluster.get("crd", crd).get("status") or {}).get("conditions") or []
-    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
 
 def metrics_certs_argv(layer: Path, certs: Path, argv: list[str]) -> list[str]:
