@@ -97,10 +97,10 @@ images: venv
 	$(PY) -m tfjob_testbed.images.podman build
 
 cluster: setup
-	$(PY) -m tfjob_testbed.cluster up --nodes $(or $(NODES),1) $(if $(KUEUE),--kueue) $(if $(KATIB),--katib)
+	$(PY) -m tfjob_testbed.operator_cluster up --nodes $(or $(NODES),1) $(if $(KUEUE),--kueue) $(if $(KATIB),--katib)
 
 cluster-down: venv
-	$(PY) -m tfjob_testbed.cluster down
+	$(PY) -m tfjob_testbed.operator_cluster down
 
 up: setup
 	$(PY) -m tfjob_testbed.sandbox

@@ -20,7 +20,7 @@ gone is its end. A second job, `cleanPodPolicy: None` (training-operator's defau
 deleted once it has Succeeded and its chief's pod too: from `kubectl delete` until the TFJob,
 then every pod, is gone.
 
-The cluster is what `make cluster` starts (tfjob_testbed.cluster). Needs root.
+The cluster is what `make cluster` starts (tfjob_testbed.operator_cluster). Needs root.
 Run: `python benchmarks/first_step.py --runs 5`.
 """
 
@@ -36,9 +36,9 @@ from startup import DEADLINE, JOB, PODS, Started, start_one
 
 from tfjob_operator.api.spec import KUBEFLOW_GROUP
 from tfjob_testbed.addons import peer
-from tfjob_testbed.cluster import CHART, Cluster, running
 from tfjob_testbed.core.jobs import example
 from tfjob_testbed.core.kube import Kubectl, wait_for
+from tfjob_testbed.operator_cluster import CHART, OperatorCluster, running
 
 RELEASE = "tfjob-kubeflow"
 CONTROLLERS = {"ours": "ours", "training-operator": "peer"}  # name: its namespace
@@ -68,7 +68,7 @@ def phases(run: Started) -> dict[str, float]:
     }
 
 
-def one_run(cluster: Cluster, namespace: str, all_: dict, none: dict) -> dict[str, float]:
+def one_run(cluster: OperatorCluster, namespace: str, all_: dict, none: dict) -> dict[str, float]:
     """The `cleanPodPolicy: All` job to its end, timed; then the `None` one, deleted."""
     run = start_one(cluster, namespace, all_, PODS, KUBEFLOW_GROUP)
     out = phases(run)
@@ -113,7 +113,7 @@ def chief_exit(run: Started) -> float:
     )
 
 
-def torn_down(cluster: Cluster, namespace: str) -> tuple[float, float, str]:
+def torn_down(cluster: OperatorCluster, namespace: str) -> tuple[float, float, str]:
     """Delete the job (it has Succeeded, and returns at once): seconds until the TFJob is gone,
     until every pod is, and the last pods."""
     deleted = time.monotonic()
@@ -162,7 +162,7 @@ def comparison(runs: dict[str, list[dict[str, float]]], title: str) -> None:
         print(f"| {label} | " + " | ".join(cells) + " |")
 
 
-def install_ours(cluster: Cluster, namespace: str) -> None:
+def install_ours(cluster: OperatorCluster, namespace: str) -> None:
     """The chart's second release, for `kubeflow.org`, on the CRD already there (the peer's)."""
     cluster.helm(
         "install", RELEASE, str(CHART), "--namespace", RELEASE, "--create-namespace",

@@ -16,8 +16,8 @@ import uuid
 from collections import Counter
 from typing import Any
 
-from tfjob_testbed.cluster import CHART, NAMESPACE, RELEASE, Cluster, running
 from tfjob_testbed.core.jobs import template, tfjob
+from tfjob_testbed.operator_cluster import CHART, NAMESPACE, RELEASE, OperatorCluster, running
 
 POLL = 0.05
 DEADLINE = 300
@@ -29,7 +29,7 @@ MODES = {"gang (kubernetes)": "auto", "no gang": "none"}
 OPERATOR_AGENT = "tfjob-operator"
 
 
-def provider(cluster: Cluster, value: str) -> None:
+def provider(cluster: OperatorCluster, value: str) -> None:
     """The chart's operator with `gangScheduling.provider=value`, rolled out."""
     cluster.helm(
         "upgrade", RELEASE, str(CHART), "--namespace", NAMESPACE, "--reuse-values",
@@ -50,7 +50,7 @@ def sleeper(name: str, replicas: dict[str, int]) -> dict[str, Any]:
     return body
 
 
-def one_run(cluster: Cluster, replicas: dict[str, int]) -> tuple[float, str]:
+def one_run(cluster: OperatorCluster, replicas: dict[str, int]) -> tuple[float, str]:
     """Seconds from apply to every pod bound; the namespace it ran in (deleted after)."""
     ns = f"gang-{uuid.uuid4().hex[:6]}"
     cluster.kubectl("create", "namespace", ns)
@@ -73,7 +73,7 @@ def one_run(cluster: Cluster, replicas: dict[str, int]) -> tuple[float, str]:
     return took, ns
 
 
-def operator_writes(cluster: Cluster, namespaces: list[str]) -> Counter[str]:
+def operator_writes(cluster: OperatorCluster, namespaces: list[str]) -> Counter[str]:
     """The operator's writes in those namespaces, by verb and resource, per job."""
     plane = cluster.node.plane if cluster.node else None
     assert plane is not None, "the audit log is the real node's plane's"

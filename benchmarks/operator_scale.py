@@ -49,12 +49,12 @@ from tfjob_operator.api.crd import crd
 from tfjob_operator.api.spec import GROUP, KUBEFLOW_GROUP, PLURAL, VERSION
 from tfjob_operator.rules import status as st
 from tfjob_testbed.addons import peer
-from tfjob_testbed.cluster import CHART
 from tfjob_testbed.controlplane.plane import AUDIT_EVERYTHING, ControlPlane, ensure_binaries
 from tfjob_testbed.core.jobs import container_status, tfjob
 from tfjob_testbed.core.kube import Kubectl, wait_for
 from tfjob_testbed.core.paths import scratch_dir
 from tfjob_testbed.core.tools import ensure_tools
+from tfjob_testbed.operator_cluster import CHART
 from tfjob_testbed.project.operator import OperatorProcess
 from tfjob_testbed.sandbox import install_crd
 

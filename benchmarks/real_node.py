@@ -1,9 +1,9 @@
 """mnist-ps on the real node: `kubectl apply` → first training step and → Succeeded, beside
 `tfjob run` of the same manifest, plus the time `make cluster` takes to come up.
 
-The cluster is what `make cluster` starts (tfjob_testbed.cluster): the images built from the
-Dockerfile, containerd + kubelet + kube-scheduler + kube-proxy, the operator from its Helm chart
-in a pod. Needs root. Run: `python benchmarks/real_node.py --runs 3 --steps 300`.
+The cluster is what `make cluster` starts (tfjob_testbed.operator_cluster): the images built
+from the Dockerfile, containerd + kubelet + kube-scheduler + kube-proxy, the operator from its
+Helm chart in a pod. Needs root. Run: `python benchmarks/real_node.py --runs 3 --steps 300`.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from pathlib import Path
 import yaml
 
 from tfjob_protocol.result import parse_last
-from tfjob_testbed.cluster import Cluster, running
 from tfjob_testbed.core.jobs import example
 from tfjob_testbed.core.paths import scratch_dir
+from tfjob_testbed.operator_cluster import OperatorCluster, running
 
 STEP = re.compile(r"^step \d+", re.MULTILINE)
 POLL = 0.1
@@ -39,7 +39,7 @@ CLUSTER_PHASES = [
 ]
 
 
-def one_real_run(cluster: Cluster, extra: list[str]) -> dict[str, float]:
+def one_real_run(cluster: OperatorCluster, extra: list[str]) -> dict[str, float]:
     """Apply mnist-ps in a fresh namespace; time each phase from the API and the chief's log."""
     ns = f"bench-{uuid.uuid4().hex[:6]}"
     cluster.kubectl("create", "namespace", ns)

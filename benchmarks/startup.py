@@ -10,7 +10,7 @@ first-hand, all on the host's wall clock:
   importing TensorFlow, preparing the data, waiting for its peers' DNS records, and until its
   first step.
 
-The cluster is what `make cluster` starts (tfjob_testbed.cluster). Needs root.
+The cluster is what `make cluster` starts (tfjob_testbed.operator_cluster). Needs root.
 Run: `python benchmarks/startup.py --runs 5`.
 """
 
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import yaml
 from nodewatch import GROUP, Marks, Watcher, print_table
 
-from tfjob_testbed.cluster import Cluster, running
 from tfjob_testbed.core.jobs import example
+from tfjob_testbed.operator_cluster import OperatorCluster, running
 
 JOB = "mnist-ps"
 PODS = [f"{JOB}-chief-0", f"{JOB}-ps-0", f"{JOB}-worker-0", f"{JOB}-worker-1"]
@@ -43,7 +43,7 @@ FIRST_STEP = re.compile(r"start-up: first step (?P<first>[\d.]+) s after process
 class Logs:
     """`kubectl logs -f` of each pod, from when its container is reported running."""
 
-    def __init__(self, cluster: Cluster, namespace: str) -> None:
+    def __init__(self, cluster: OperatorCluster, namespace: str) -> None:
         self.cluster, self.namespace = cluster, namespace
         self.text: dict[str, list[str]] = {}
         self._procs: list[subprocess.Popen[str]] = []
@@ -105,7 +105,9 @@ class Started:
         return max(t["started"] + t["ready"] for t in self.tasks.values()) - self.t0
 
 
-def start_one(cluster: Cluster, ns: str, job: dict, pods: list[str], group: str = GROUP) -> Started:
+def start_one(
+    cluster: OperatorCluster, ns: str, job: dict, pods: list[str], group: str = GROUP
+) -> Started:
     """Apply `job` in `ns` and follow it to Succeeded: its start-up as the watches and the
     trainer's own lines saw it. The first of `pods` is the chief."""
     marks = Marks()
@@ -135,7 +137,9 @@ def start_one(cluster: Cluster, ns: str, job: dict, pods: list[str], group: str 
     return Started(t0, marks, tasks, tasks[pods[0]]["started"] + float(first["first"]))
 
 
-def one_run(cluster: Cluster, extra: list[str], storage_class: str | None) -> dict[str, float]:
+def one_run(
+    cluster: OperatorCluster, extra: list[str], storage_class: str | None
+) -> dict[str, float]:
     """Apply mnist-ps in a fresh namespace (its checkpoint claim of `storage_class`, None: the
     default class); each part of its start-up, in seconds."""
     ns = f"startup-{uuid.uuid4().hex[:6]}"

@@ -7,7 +7,7 @@ and TFJobs stamp when the exit became visible in the pod's status (the kubelet's
 the condition appeared (the operator's part). Jobs run one after another, so no job waits
 behind another.
 
-The cluster is what `make cluster` starts (tfjob_testbed.cluster). Needs root.
+The cluster is what `make cluster` starts (tfjob_testbed.operator_cluster). Needs root.
 Run: `python benchmarks/status_latency.py --jobs 20`.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 
 from nodewatch import Marks, Watcher, print_table
 
-from tfjob_testbed.cluster import Cluster, running
+from tfjob_testbed.operator_cluster import OperatorCluster, running
 
 IMAGE = "tfjob-operator/trainer:0.1.0"
 DEADLINE = 120
@@ -85,7 +85,7 @@ def exit_seen(marks: Marks, pod: str, code: int) -> tuple[float, float]:
 
 
 def one_job(
-    cluster: Cluster, marks: Marks, ns: str, kind: str, index: int
+    cluster: OperatorCluster, marks: Marks, ns: str, kind: str, index: int
 ) -> dict[str, float | None]:
     """Apply one job, wait for its end; the moments of its exit, report and condition."""
     name = f"{kind}-{index}"

@@ -61,8 +61,8 @@ if [ "$provider" = podman ]; then
   finish_bed() {
     local rc=$?
     if [ "$KEEP_CLUSTER" = 1 ]; then
-      log "keeping kind cluster $CLUSTER (kubeconfig: ${kubeconfig:-none}); delete it with: $PYTHON -m tfjob_testbed.kind.cluster down --name $CLUSTER"
-    elif ! "$PYTHON" -m tfjob_testbed.kind.cluster down --name "$CLUSTER"; then
+      log "keeping kind cluster $CLUSTER (kubeconfig: ${kubeconfig:-none}); delete it with: $PYTHON -m tfjob_testbed.kind.kind_cluster down --name $CLUSTER"
+    elif ! "$PYTHON" -m tfjob_testbed.kind.kind_cluster down --name "$CLUSTER"; then
       rc=1
     fi
     if [ "$rc" -eq 0 ]; then log "PASS: kind e2e (podman)"; fi
@@ -72,7 +72,7 @@ if [ "$provider" = podman ]; then
   log "kind cluster $CLUSTER on podman, node image assembled by the test bed"
   addons=--addons
   case "$KIND_TESTS" in *::*) addons="" ;; esac
-  kubeconfig=$("$PYTHON" -m tfjob_testbed.kind.cluster up --name "$CLUSTER" $addons)
+  kubeconfig=$("$PYTHON" -m tfjob_testbed.kind.kind_cluster up --name "$CLUSTER" $addons)
   log "end-to-end checks: pytest $KIND_TESTS"
   set -f # KIND_TESTS may name several tests, and [params] are not globs
   # shellcheck disable=SC2086

@@ -1,14 +1,14 @@
-"""Fixtures the integration tests share (helpers.py has what they read with)."""
+"""Fixtures the integration tests share (user_view.py has what they read with)."""
 
 from __future__ import annotations
 
 import kubernetes
 import pytest
 
-from tests.integration.helpers import Job
+from tests.integration.user_view import Job
 from tfjob_operator.controller.client import Kube
 from tfjob_operator.rules import kueue
-from tfjob_testbed.addons import kueue as kq
+from tfjob_testbed.addons import kueue_install as kq
 from tfjob_testbed.project.operator import stepped_aside
 
 KUEUE_TAINT = {"key": "pool", "operator": "Equal", "value": "spot", "effect": "NoSchedule"}

@@ -16,7 +16,7 @@ import yaml
 from tfjob_testbed.core.jobs import tfjob
 from tfjob_testbed.core.kube import wait_for
 from tfjob_testbed.core.paths import ROOT
-from tfjob_testbed.project.cli import cli_env, tfjob_cli
+from tfjob_testbed.project.tfjob_cli import cli_env, tfjob_cli
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import kubernetes
 import pytest
 
-from tests.integration.helpers import CHILD_WAIT
+from tests.integration.user_view import CHILD_WAIT
 from tfjob_operator.api.spec import GROUP, PLURAL, VERSION
 from tfjob_operator.rules import naming
 from tfjob_operator.rules import status as st

@@ -2,7 +2,7 @@
 ResourceFlavor CRDs from its release's module and no Kueue running: what the operator writes
 before Kueue answers (the Workload, kept in place while it waits; its API version; its removal
 when the job leaves the queue). Kueue's answers, from Kueue itself on the real node:
-tests/node/test_kueue.py.
+tests/node/test_kueue_itself.py.
 
 The test without Kueue deletes its CRDs first if a test before installed them; the others
 install them."""
@@ -14,10 +14,10 @@ import json
 import kubernetes
 import pytest
 
-from tests.integration.helpers import CHILD_WAIT, without_crds
+from tests.integration.user_view import CHILD_WAIT, without_crds
 from tfjob_operator.rules import kueue
 from tfjob_operator.rules import status as st
-from tfjob_testbed.addons import kueue as kq
+from tfjob_testbed.addons import kueue_install as kq
 from tfjob_testbed.core.jobs import tfjob
 from tfjob_testbed.core.kube import wait_for
 from tfjob_testbed.project.operator import stepped_aside

@@ -19,7 +19,7 @@ from pathlib import Path
 import kubernetes
 import pytest
 
-from tests.integration.helpers import CHILD_WAIT
+from tests.integration.user_view import CHILD_WAIT
 from tfjob_operator.controller.handlers import LOST_LEASE_EXIT
 from tfjob_operator.rules import status as st
 from tfjob_testbed.core.jobs import tfjob

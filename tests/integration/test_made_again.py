@@ -10,7 +10,7 @@ import contextlib
 import kubernetes
 import pytest
 
-from tests.integration.helpers import CHILD_WAIT
+from tests.integration.user_view import CHILD_WAIT
 from tfjob_operator.api.spec import GROUP, PLURAL, VERSION
 from tfjob_operator.controller.reconcile import EARLIER_OWNER
 from tfjob_testbed.core.jobs import tfjob

@@ -12,7 +12,7 @@ import json
 import kubernetes
 import pytest
 
-from tests.integration.helpers import CHILD_WAIT
+from tests.integration.user_view import CHILD_WAIT
 from tfjob_operator.rules import status as st
 from tfjob_testbed.core.jobs import tfjob
 from tfjob_testbed.core.kube import wait_for

@@ -1,7 +1,7 @@
 """A pod whose node stopped answering, on the real API server: the pod as Kubernetes' node
 controller leaves it, marked for deletion as its taint manager does; the operator says so at
 once and, past runPolicy.nodeLostTimeoutSeconds, deletes it for good so that its StatefulSet
-makes it again. (The same against real kubelets: tests/node/test_node_lost.py.)"""
+makes it again. (The same against real kubelets: tests/node/test_node_lost_two_nodes.py.)"""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import kubernetes
 import pytest
 
-from tests.integration.helpers import CHILD_WAIT
+from tests.integration.user_view import CHILD_WAIT
 from tfjob_operator.rules import status as st
 from tfjob_testbed.core.jobs import container_status, tfjob
 from tfjob_testbed.core.kube import wait_for

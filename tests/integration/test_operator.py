@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from tests.integration.helpers import CHILD_WAIT, GC_WAIT
+from tests.integration.user_view import CHILD_WAIT, GC_WAIT
 from tfjob_operator.rules import naming
 from tfjob_operator.rules import status as st
 from tfjob_testbed.core.jobs import tfjob

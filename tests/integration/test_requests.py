@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from tests.integration.helpers import CHILD_WAIT, Job
+from tests.integration.user_view import CHILD_WAIT, Job
 from tfjob_operator.rules.gang import NATIVE_API
 from tfjob_testbed.core.jobs import tfjob
 from tfjob_testbed.core.kube import Kubelet, wait_for
@@ -34,7 +34,7 @@ EVENTS = {"TFJobCreated", "TFJobRunning", "TFJobSucceeded"}
 # more than a moment apart). Before the counting, a job took 9 status patches, 4 Events (its
 # TFJobCreated twice) and a list of Events every 10 s while its pods were being made.
 # No pod is patched: the per-pod Kubeflow labels (replica index, master role), one patch per
-# PS or Worker pod, are for jobs of Kubeflow's own group (tests/integration/test_kubeflow.py).
+# PS or Worker pod, are for jobs of Kubeflow's own group (tests/integration/test_kubeflow_group.py).
 CHILD_WRITES = {
     ("create", "services"): 2,
     ("create", "statefulsets"): 2,

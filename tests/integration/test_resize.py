@@ -14,13 +14,13 @@ import json
 
 import pytest
 
-from tests.integration.helpers import CHILD_WAIT
+from tests.integration.user_view import CHILD_WAIT
 from tfjob_operator.api.spec import parse_spec
 from tfjob_operator.rules import naming
 from tfjob_operator.rules.children import JobRef, desired_children
 from tfjob_testbed.core.jobs import tfjob
 from tfjob_testbed.core.kube import wait_for
-from tfjob_testbed.project.cli import tfjob_cli
+from tfjob_testbed.project.tfjob_cli import tfjob_cli
 
 pytestmark = pytest.mark.integration
 

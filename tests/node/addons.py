@@ -9,12 +9,12 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from tests.node.helpers import established
+from tests.node.cluster_reads import established
 from tfjob_operator.api.spec import KUBEFLOW_GROUP, PLURAL, VERSION
-from tfjob_testbed.addons import katib, kueue
-from tfjob_testbed.cluster import CHART, Cluster
+from tfjob_testbed.addons import katib, kueue_install
 from tfjob_testbed.core.kube import wait_for
 from tfjob_testbed.nodes.node import NodeError
+from tfjob_testbed.operator_cluster import CHART, OperatorCluster
 
 KUBEFLOW_RELEASE = "tfjob-kubeflow"
 KUBEFLOW_NAMESPACE = "tfjob-kubeflow"
@@ -25,7 +25,7 @@ _UNKNOWN: Any = object()  # Kueue's configuration while an install or upgrade go
 
 
 @contextlib.contextmanager
-def kubeflow_release(cluster: Cluster) -> Iterator[str]:
+def kubeflow_release(cluster: OperatorCluster) -> Iterator[str]:
     """The chart installed again, serving kubeflow.org, with the images of the first release
     (the chart's defaults); uninstalled afterwards, with its CRD when it brought it."""
     had_crd = bool(cluster.get("crd", KUBEFLOW_CRD))
@@ -72,7 +72,7 @@ class Addons:
     """The session's add-ons: each installed at its first use, all removed together (the last
     installed first)."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: OperatorCluster) -> None:
         self.cluster = cluster
         self._installed = contextlib.ExitStack()
         self._kubeflow: str | None = None
@@ -91,9 +91,9 @@ class Addons:
         if self._kueue == extra:
             return
         if self._kueue is None:
-            self._installed.callback(kueue.uninstall, self.cluster)
+            self._installed.callback(kueue_install.uninstall, self.cluster)
         self._kueue = _UNKNOWN
-        kueue.install(self.cluster, extra)
+        kueue_install.install(self.cluster, extra)
         self._kueue = extra
 
     def katib(self) -> None:

@@ -15,18 +15,18 @@ from pathlib import Path
 import pytest
 
 from tests.node.addons import Addons
-from tfjob_testbed.cluster import Cluster, start
 from tfjob_testbed.nodes import node as node_mod
 from tfjob_testbed.nodes.second_node import SecondNode
+from tfjob_testbed.operator_cluster import OperatorCluster, start
 
 pytestmark = pytest.mark.node
 
 
 @pytest.fixture(scope="session")
-def cluster() -> Iterator[Cluster]:
+def cluster() -> Iterator[OperatorCluster]:
     elsewhere = os.environ.get("TFJOB_E2E_KUBECONFIG")
     if elsewhere:
-        yield Cluster.existing(Path(elsewhere))
+        yield OperatorCluster.existing(Path(elsewhere))
         return
     reason = node_mod.missing_prerequisites()
     if reason:
@@ -43,7 +43,7 @@ def cluster() -> Iterator[Cluster]:
 
 
 @pytest.fixture
-def node(cluster: Cluster) -> node_mod.Node:
+def node(cluster: OperatorCluster) -> node_mod.Node:
     """The real node, for tests that inject faults on the host (a stopped kube-apiserver...)."""
     if cluster.node is None:
         pytest.skip("injects its fault on the host of the real node (make cluster's bed)")
@@ -51,7 +51,7 @@ def node(cluster: Cluster) -> node_mod.Node:
 
 
 @pytest.fixture(scope="session")
-def addons(cluster: Cluster) -> Iterator[Addons]:
+def addons(cluster: OperatorCluster) -> Iterator[Addons]:
     """Kubeflow's release and Kueue, each installed once per run (tests/node/addons.py);
     removed at the end, unless a test has taken the node down with them."""
     installed = Addons(cluster)
@@ -76,7 +76,7 @@ def second_node(node: node_mod.Node, addons: Addons) -> SecondNode:
 
 
 @pytest.fixture
-def namespace(cluster: Cluster, request) -> Iterator[str]:
+def namespace(cluster: OperatorCluster, request) -> Iterator[str]:
     readable = re.sub(r"[^a-z0-9-]", "-", request.node.name.lower().removeprefix("test_"))
     digest = hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:6]
     name = f"{readable[:40].strip('-')}-{digest}"

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.node.helpers import (
+from tests.node.cluster_reads import (
     CHECKPOINT_EVERY,
     POD_WAIT,
     RESTORED,
@@ -27,9 +27,9 @@ from tests.node.helpers import (
     wait_ended,
     wait_halfway_past_a_checkpoint,
 )
-from tfjob_testbed.cluster import Cluster
 from tfjob_testbed.core.kube import wait_for
 from tfjob_testbed.nodes.node import Node
+from tfjob_testbed.operator_cluster import OperatorCluster
 
 pytestmark = pytest.mark.node
 UNDISTURBED = [("Created", "True"), ("Running", "False"), ("Succeeded", "True")]
@@ -42,7 +42,7 @@ def report(fault: str, steps_lost: int, restarts: int) -> None:
 
 @pytest.mark.smoke
 def test_chief_container_killed_resumes_from_its_checkpoint(
-    cluster: Cluster, node: Node, namespace: str
+    cluster: OperatorCluster, node: Node, namespace: str
 ) -> None:
     cluster.apply(fast_job("chief", "mnist-ps", "--steps=1500"), namespace)
     first = follow(cluster, "chief-chief-0", namespace)
@@ -76,7 +76,7 @@ OUTAGE_STEPS = 8000
 
 
 def test_node_processes_restarted_and_stopped_mid_training(
-    cluster: Cluster, node: Node, namespace: str
+    cluster: OperatorCluster, node: Node, namespace: str
 ) -> None:
     """kubelet restarted, containerd restarted, then kube-apiserver stopped for 20 s, one after
     the other in one job's training. After each the containers live on, the chief's log is
@@ -129,7 +129,7 @@ def test_node_processes_restarted_and_stopped_mid_training(
 
 
 def test_oom_killed_worker_restarts_until_the_backoff_limit(
-    cluster: Cluster, node: Node, namespace: str
+    cluster: OperatorCluster, node: Node, namespace: str
 ) -> None:
     """A worker whose memory limit is too small for TensorFlow is OOM-killed (exit 137); under
     restartPolicy ExitCode that restarts, counted toward backoffLimit, and past it the job fails

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.node.helpers import (
+from tests.node.cluster_reads import (
     LEASE_DURATION,
     POD_WAIT,
     TRAIN_WAIT,
@@ -43,10 +43,10 @@ from tests.node.helpers import (
     wait_ended,
 )
 from tfjob_operator.rules import naming
-from tfjob_testbed.cluster import NAMESPACE, Cluster
 from tfjob_testbed.core.jobs import example
 from tfjob_testbed.core.kube import wait_for
 from tfjob_testbed.core.procs import free_port
+from tfjob_testbed.operator_cluster import NAMESPACE, OperatorCluster
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "manifests" / "examples"
@@ -55,7 +55,7 @@ UNDISTURBED = [("Created", "True"), ("Running", "False"), ("Succeeded", "True")]
 pytestmark = pytest.mark.node
 
 
-def scrape(cluster: Cluster, pod_name: str) -> str:
+def scrape(cluster: OperatorCluster, pod_name: str) -> str:
     """/metrics of one operator pod, through kubectl port-forward as a user would look."""
     port = free_port()
     forward = subprocess.Popen(
@@ -78,7 +78,7 @@ def scrape(cluster: Cluster, pod_name: str) -> str:
         forward.wait(10)
 
 
-def test_operator_runs_from_the_chart_two_replicas_one_leader(cluster: Cluster) -> None:
+def test_operator_runs_from_the_chart_two_replicas_one_leader(cluster: OperatorCluster) -> None:
     names = wait_for(
         lambda: len(n := operator_pods(cluster)) == 2 and n, POD_WAIT, "two operator pods"
     )
@@ -102,7 +102,7 @@ def test_operator_runs_from_the_chart_two_replicas_one_leader(cluster: Cluster) 
 
 @pytest.mark.parametrize("file", [pytest.param("mnist-ps", marks=pytest.mark.smoke), "mnist-sync"])
 def test_example_trains_to_succeeded_on_the_volume(
-    cluster: Cluster, namespace: str, file: str
+    cluster: OperatorCluster, namespace: str, file: str
 ) -> None:
     """The shipped example with only its step count lowered, as docs/install.md shows."""
     text = (EXAMPLES / f"{file}.yaml").read_text()
@@ -134,7 +134,7 @@ def test_example_trains_to_succeeded_on_the_volume(
 
 @pytest.mark.smoke
 def test_a_succeeded_jobs_pods_go_within_seconds_whatever_their_grace_period(
-    cluster: Cluster, namespace: str
+    cluster: OperatorCluster, namespace: str
 ) -> None:
     """The chief's exit 0 ends the job, and the kubelet runs its container again (a
     StatefulSet's pods always restart) as the scale-down comes: that run, sent SIGTERM before
@@ -153,7 +153,7 @@ def test_a_succeeded_jobs_pods_go_within_seconds_whatever_their_grace_period(
 
 
 def test_gpu_example_schedules_against_the_advertised_capacity(
-    cluster: Cluster, namespace: str
+    cluster: OperatorCluster, namespace: str
 ) -> None:
     body = example("mnist-multi-gpu", "mnist-multi-gpu", ["--steps=20"])
     cluster.apply(body, namespace)
@@ -192,7 +192,7 @@ def test_gpu_example_schedules_against_the_advertised_capacity(
 
 
 def test_worker_exit_1_under_never_fails_with_exit_code_and_pod(
-    cluster: Cluster, namespace: str
+    cluster: OperatorCluster, namespace: str
 ) -> None:
     # Worker 1 fails at once; worker 0 would run for minutes. The index comes from the
     # pod-index label through the downward API.
@@ -218,7 +218,7 @@ def test_worker_exit_1_under_never_fails_with_exit_code_and_pod(
     assert_scaled_down(cluster, "never", namespace)
 
 
-def test_worker_pod_deleted_mid_training(cluster: Cluster, namespace: str) -> None:
+def test_worker_pod_deleted_mid_training(cluster: OperatorCluster, namespace: str) -> None:
     # 6000 steps: the job must outlast the deleted worker's linger (it serves for its chief a
     # few seconds) and the replacement pod's start, even on a busy machine.
     cluster.apply(fast_job("wdel", "mnist-ps", "--steps=6000"), namespace)
@@ -243,7 +243,7 @@ def test_worker_pod_deleted_mid_training(cluster: Cluster, namespace: str) -> No
 
 @pytest.mark.parametrize("fault", ["leader-deleted", "leader-killed", "all-away"])
 def test_operator_leader_lost_mid_job_reaches_the_same_end(
-    cluster: Cluster, namespace: str, fault: str, request: pytest.FixtureRequest
+    cluster: OperatorCluster, namespace: str, fault: str, request: pytest.FixtureRequest
 ) -> None:
     """The operator's leader goes mid-job: its pod deleted (it hands the Lease over as it
     stops), its container killed (the Lease runs out), or every replica away (scaled to 0)
@@ -332,7 +332,7 @@ def received(event: dict) -> datetime:
 
 
 def test_cordoned_node_keeps_a_deleted_worker_pending_and_says_why(
-    cluster: Cluster, namespace: str
+    cluster: OperatorCluster, namespace: str
 ) -> None:
     # One worker: without it the chief's training waits, so the job cannot end meanwhile.
     job = fast_job("cordon", "mnist-ps", "--steps=6000")

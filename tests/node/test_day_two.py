@@ -3,7 +3,7 @@
 next start; and a task held inside TensorFlow's strategy setup, where no Python runs, leaves
 within seconds of its pod's deletion, not at its grace period's end.
 
-Each prints one `CHAOS` line, as tests/node/test_stops.py does, for docs/lifecycle.md."""
+Each prints one `CHAOS` line, as tests/node/test_stops_on_request.py does, for docs/lifecycle.md."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.node.helpers import (
+from tests.node.cluster_reads import (
     POD_WAIT,
     STEP,
     fast_job,
@@ -22,11 +22,11 @@ from tests.node.helpers import (
     newest_step,
     pod,
 )
-from tests.node.test_stops import JOB, TARGET, _pods, finish, report, start
-from tfjob_testbed.cluster import Cluster
+from tests.node.test_stops_on_request import JOB, TARGET, _pods, finish, report, start
 from tfjob_testbed.core.kube import wait_for
 from tfjob_testbed.images import podman
 from tfjob_testbed.nodes.node import Node
+from tfjob_testbed.operator_cluster import OperatorCluster
 
 pytestmark = pytest.mark.node
 WORKER = f"{JOB}-worker-1"
@@ -49,7 +49,7 @@ children._operator_env = _operator_env
 
 
 @pytest.fixture
-def next_operator(node: Node, cluster: Cluster) -> Iterator[str]:
+def next_operator(node: Node, cluster: OperatorCluster) -> Iterator[str]:
     """The operator's image tag of a build that renders one more env var, imported into the
     node; the release goes back to its own image afterwards."""
     current = podman.image_tags()["operator"][0]
@@ -67,14 +67,14 @@ def next_operator(node: Node, cluster: Cluster) -> Iterator[str]:
     helm_operator(cluster, "image.tag=")
 
 
-def _env(cluster: Cluster, name: str, namespace: str) -> dict[str, str]:
+def _env(cluster: OperatorCluster, name: str, namespace: str) -> dict[str, str]:
     spec = pod(cluster, name, namespace)["spec"]
     tf = next(c for c in spec["containers"] if c["name"] == "tensorflow")
     return {e["name"]: e.get("value", "") for e in tf.get("env") or []}
 
 
 def test_an_operator_upgrade_restarts_no_pod(
-    cluster: Cluster, namespace: str, next_operator: str
+    cluster: OperatorCluster, namespace: str, next_operator: str
 ) -> None:
     run = start(cluster, namespace, TARGET)
     run.log.until(STEP.search, "training")
@@ -128,7 +128,7 @@ HELD_GRACE = 120  # what a held task kept its pod for, before
 
 @pytest.mark.smoke
 def test_a_task_held_in_its_strategys_setup_leaves_within_seconds(
-    cluster: Cluster, namespace: str
+    cluster: OperatorCluster, namespace: str
 ) -> None:
     job = fast_job(HELD, "mnist-sync")
     specs = job["spec"]["tfReplicaSpecs"]
@@ -162,7 +162,7 @@ def test_a_task_held_in_its_strategys_setup_leaves_within_seconds(
     report("the chief deleted while held in its strategy's setup", 0, 0, gone)
 
 
-def _serves(cluster: Cluster, namespace: str) -> bool:
+def _serves(cluster: OperatorCluster, namespace: str) -> bool:
     probe = "import socket; socket.create_connection(('127.0.0.1', 2222), timeout=1)"
     done = cluster.kubectl(
         "exec", HELD_CHIEF, "-n", namespace, "--", "python", "-c", probe, check=False
@@ -170,5 +170,5 @@ def _serves(cluster: Cluster, namespace: str) -> bool:
     return done.returncode == 0
 
 
-def _exists(cluster: Cluster, namespace: str, uid: str) -> bool:
+def _exists(cluster: OperatorCluster, namespace: str, uid: str) -> bool:
     return any(p["metadata"]["uid"] == uid for p in job_pods(cluster, namespace, HELD))

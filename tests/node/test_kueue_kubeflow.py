@@ -1,5 +1,5 @@
 """Kueue itself with Kubeflow's own group (`kubeflow.org` TFJobs, the chart's second release as in
-test_kubeflow.py), both ways a Kubeflow user can be queued:
+test_kubeflow_tools.py), both ways a Kubeflow user can be queued:
 
 - through Kueue's built-in `kubeflow.org/tfjob` integration (deprecated, and off by default
   since Kueue v0.19, to be removed): Kueue's webhook suspends the job on create, its job
@@ -20,13 +20,13 @@ from typing import Any
 import pytest
 
 from tests.node.addons import KUBEFLOW_NAMESPACE, KUBEFLOW_RELEASE, Addons
-from tests.node.helpers import FAST, POD_WAIT, TRAIN_WAIT
-from tests.node.test_kubeflow import API_VERSION, TFJOBS, TRAINER
-from tests.node.test_kueue import create, holds, queue_figures, workloads
+from tests.node.cluster_reads import FAST, POD_WAIT, TRAIN_WAIT
+from tests.node.test_kubeflow_tools import API_VERSION, TFJOBS, TRAINER
+from tests.node.test_kueue_itself import create, holds, queue_figures, workloads
 from tfjob_operator.rules import kueue as rules
-from tfjob_testbed.addons import kueue
-from tfjob_testbed.cluster import CHART, Cluster
+from tfjob_testbed.addons import kueue_install
 from tfjob_testbed.core.kube import wait_for
+from tfjob_testbed.operator_cluster import CHART, OperatorCluster
 
 pytestmark = pytest.mark.node
 QUOTA = {"cpu": "1", "memory": "8Gi"}
@@ -62,7 +62,7 @@ def job(
     }
 
 
-def get(cluster: Cluster, name: str, namespace: str) -> dict[str, Any]:
+def get(cluster: OperatorCluster, name: str, namespace: str) -> dict[str, Any]:
     return cluster.get(TFJOBS, name, "-n", namespace)
 
 
@@ -73,12 +73,12 @@ def condition(body: dict[str, Any], type_: str) -> str:
     return ""
 
 
-def pods(cluster: Cluster, namespace: str, name: str) -> list[dict[str, Any]]:
+def pods(cluster: OperatorCluster, namespace: str, name: str) -> list[dict[str, Any]]:
     selector = f"training.kubeflow.org/job-name={name}"
     return cluster.get("pods", "-n", namespace, "-l", selector)["items"]
 
 
-def kubeflow_release(cluster: Cluster, queued: bool) -> None:
+def kubeflow_release(cluster: OperatorCluster, queued: bool) -> None:
     """The kubeflow.org release with `kueue.enabled` as `queued`, upgraded only if it differs."""
     values = json.loads(cluster.helm("get", "values", KUBEFLOW_RELEASE, "--namespace",
                                      KUBEFLOW_NAMESPACE, "-o", "json").stdout) or {}  # fmt: skip
@@ -94,32 +94,32 @@ def kubeflow_release(cluster: Cluster, queued: bool) -> None:
 
 def kueues_integration() -> dict[str, Any]:
     """Kueue's configuration with its built-in kubeflow.org/tfjob integration turned on."""
-    config = kueue.configuration()
+    config = kueue_install.configuration()
     return {
         "integrations": {
             "frameworks": [*config["integrations"]["frameworks"], "kubeflow.org/tfjob"],
             # kubeflow.org is Kueue's own here: not an external framework as well.
-            "externalFrameworks": [kueue.EXTERNAL_FRAMEWORKS[0]],
+            "externalFrameworks": [kueue_install.EXTERNAL_FRAMEWORKS[0]],
         }
     }
 
 
 @pytest.fixture(scope="module")
-def flavors(cluster: Cluster, addons: Addons) -> Iterator[None]:
+def flavors(cluster: OperatorCluster, addons: Addons) -> Iterator[None]:
     """The kubeflow.org release and Kueue installed (once per run), and two flavors; the
     release's `kueue.enabled` put back afterwards."""
     addons.kubeflow()
     addons.kueue(kueues_integration())  # the first test's configuration, the second's after it
-    create(cluster, *(kueue.flavor(n, s) for n, s in SPECS.items()))
+    create(cluster, *(kueue_install.flavor(n, s) for n, s in SPECS.items()))
     yield
     kubeflow_release(cluster, False)
     for name in SPECS:
-        cluster.kubectl("delete", f"resourceflavors.{kueue.GROUP}", name, "--wait=false",
+        cluster.kubectl("delete", f"resourceflavors.{kueue_install.GROUP}", name, "--wait=false",
                         check=False)  # fmt: skip
 
 
 def test_kueues_own_kubeflow_integration_queues_admits_preempts_and_finishes(
-    cluster: Cluster, addons: Addons, namespace: str, flavors: None
+    cluster: OperatorCluster, addons: Addons, namespace: str, flavors: None
 ) -> None:
     # The kubeflow.org CRD is there first (the flavors' fixture): Kueue sets an integration up
     # only for a CRD it finds.
@@ -129,14 +129,14 @@ def test_kueues_own_kubeflow_integration_queues_admits_preempts_and_finishes(
     pc = f"{namespace}-high"
     create(
         cluster,
-        kueue.cluster_queue(
+        kueue_install.cluster_queue(
             cq, {"first": {"cpu": "500m", "memory": "8Gi"}, "second": QUOTA},
             preemption={"withinClusterQueue": "LowerPriority"},
             # Preempt on the first flavor rather than go on to the next one.
             flavorFungibility={"whenCanPreempt": "MayStopSearch"},
         ),
-        kueue.priority_class(pc, 1000),
-        kueue.local_queue("team", namespace, cq),
+        kueue_install.priority_class(pc, 1000),
+        kueue_install.local_queue("team", namespace, cq),
     )  # fmt: skip
     try:
         low = job("low", "team", steps=3000)
@@ -174,12 +174,12 @@ def test_kueues_own_kubeflow_integration_queues_admits_preempts_and_finishes(
         cluster.kubectl("delete", TFJOBS, "low", "-n", namespace)
         wait_for(lambda: queue_figures(cluster, cq) == (0, 0, 0), POD_WAIT, "the queue empty")
     finally:
-        cluster.kubectl("delete", f"clusterqueues.{kueue.GROUP}", cq, "--wait=false",
+        cluster.kubectl("delete", f"clusterqueues.{kueue_install.GROUP}", cq, "--wait=false",
                         check=False)  # fmt: skip
 
 
 def test_without_kueues_integration_the_operators_workloads_queue_kubeflow_jobs(
-    cluster: Cluster, addons: Addons, namespace: str, flavors: None
+    cluster: OperatorCluster, addons: Addons, namespace: str, flavors: None
 ) -> None:
     """Kueue as from v0.19 on (no kubeflow.org/tfjob integration; the operator's group listed in
     externalFrameworks), and the kubeflow.org release with kueue.enabled."""
@@ -188,8 +188,8 @@ def test_without_kueues_integration_the_operators_workloads_queue_kubeflow_jobs(
     cq = f"{namespace}-q"
     create(
         cluster,
-        kueue.cluster_queue(cq, {"first": {"cpu": "0", "memory": "0"}}),
-        kueue.local_queue("team", namespace, cq),
+        kueue_install.cluster_queue(cq, {"first": {"cpu": "0", "memory": "0"}}),
+        kueue_install.local_queue("team", namespace, cq),
     )
     try:
         cluster.apply(job("ours", "team"), namespace)
@@ -200,7 +200,7 @@ def test_without_kueues_integration_the_operators_workloads_queue_kubeflow_jobs(
         assert rules.PODSETS_HASH in wl[0]["metadata"]["annotations"], "ours, not Kueue's"
         assert pods(cluster, namespace, "ours") == []
         wait_for(lambda: queue_figures(cluster, cq) == (0, 0, 1), POD_WAIT, "it pending")
-        create(cluster, kueue.cluster_queue(cq, {"first": QUOTA}))
+        create(cluster, kueue_install.cluster_queue(cq, {"first": QUOTA}))
         wait_for(lambda: condition(get(cluster, "ours", namespace), "Succeeded") == "True",
                  TRAIN_WAIT, "ours Succeeded")  # fmt: skip
         for pod in pods(cluster, namespace, "ours"):
@@ -210,5 +210,5 @@ def test_without_kueues_integration_the_operators_workloads_queue_kubeflow_jobs(
         wait_for(lambda: holds(cluster, namespace, "ours", "Finished"), POD_WAIT, "Finished")
         wait_for(lambda: queue_figures(cluster, cq) == (0, 0, 0), POD_WAIT, "the queue empty")
     finally:
-        cluster.kubectl("delete", f"clusterqueues.{kueue.GROUP}", cq, "--wait=false",
+        cluster.kubectl("delete", f"clusterqueues.{kueue_install.GROUP}", cq, "--wait=false",
                         check=False)  # fmt: skip

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.node.helpers import (
+from tests.node.cluster_reads import (
     POD_WAIT,
     TRAIN_WAIT,
     assert_scaled_down,
@@ -24,11 +24,11 @@ from tests.node.helpers import (
     pod,
     wait_ended,
 )
-from tfjob_testbed.cluster import Cluster
 from tfjob_testbed.core.kube import wait_for
 from tfjob_testbed.core.paths import ROOT
 from tfjob_testbed.core.procs import free_port
-from tfjob_testbed.project.cli import cli_env, tfjob_cli
+from tfjob_testbed.operator_cluster import OperatorCluster
+from tfjob_testbed.project.tfjob_cli import cli_env, tfjob_cli
 
 pytestmark = pytest.mark.node
 
@@ -40,7 +40,7 @@ def write(tmp_path: Path, job: dict) -> Path:
 
 
 def test_submit_follow_prints_every_replica_and_the_summary(
-    cluster: Cluster, namespace: str, tmp_path: Path
+    cluster: OperatorCluster, namespace: str, tmp_path: Path
 ) -> None:
     path = write(tmp_path, fast_job("follow", "mnist-ps"))
     proc = tfjob_cli(
@@ -58,7 +58,7 @@ def test_submit_follow_prints_every_replica_and_the_summary(
 
 
 def test_submit_follow_of_a_failing_job_exits_non_zero_with_the_reason(
-    cluster: Cluster, namespace: str, tmp_path: Path
+    cluster: OperatorCluster, namespace: str, tmp_path: Path
 ) -> None:
     job = fast_job("broken", "mnist-sync", "--no-such-flag")
     for rs in job["spec"]["tfReplicaSpecs"].values():
@@ -74,7 +74,7 @@ def test_submit_follow_of_a_failing_job_exits_non_zero_with_the_reason(
 
 
 @contextmanager
-def forwarded(cluster: Cluster, namespace: str, target: str) -> Iterator[str]:
+def forwarded(cluster: OperatorCluster, namespace: str, target: str) -> Iterator[str]:
     """`kubectl port-forward` to `target` port 6006; yields the local base URL."""
     port = free_port()
     proc = subprocess.Popen(
@@ -122,7 +122,7 @@ def board_has_everything(base: str) -> dict | None:
 
 
 def test_tensorboard_serves_the_job_during_and_after_it(
-    cluster: Cluster, namespace: str, tmp_path: Path
+    cluster: OperatorCluster, namespace: str, tmp_path: Path
 ) -> None:
     job = fast_job("board", "mnist-tensorboard", "--histogram-every=100")
     cluster.apply(job, namespace)

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from tests.node.helpers import (
+from tests.node.cluster_reads import (
     FAST,
     LEASE_DURATION,
     POD_WAIT,
@@ -47,10 +47,10 @@ from tests.node.helpers import (
     operator_pods,
     pod,
 )
-from tfjob_testbed.cluster import NAMESPACE, Cluster
 from tfjob_testbed.core.jobs import example
 from tfjob_testbed.core.kube import wait_for
 from tfjob_testbed.nodes.node import Node
+from tfjob_testbed.operator_cluster import NAMESPACE, OperatorCluster
 
 pytestmark = pytest.mark.node
 SEED = int(os.environ.get("TFJOB_KILL_SEED") or random.SystemRandom().randrange(1, 2**31))
@@ -71,7 +71,7 @@ class Life:
 
     name: str
     make: Callable[[str], dict[str, Any]]
-    act: Callable[[Cluster, str, str, ChiefRuns], None] | None = None
+    act: Callable[[OperatorCluster, str, str, ChiefRuns], None] | None = None
     want: str = "Succeeded"  # or "Failed", or "Deleted" (its TTL)
     target: int | None = 300  # the step a success ends at
 
@@ -103,22 +103,22 @@ def _all_workers(name: str) -> dict[str, Any]:
     return job
 
 
-def _patch(cluster: Cluster, namespace: str, name: str, spec: dict[str, Any]) -> None:
+def _patch(cluster: OperatorCluster, namespace: str, name: str, spec: dict[str, Any]) -> None:
     cluster.kubectl("patch", "tfjob", name, "-n", namespace, "--type=merge",
                     "-p", json.dumps({"spec": spec}))  # fmt: skip
 
 
-def _when_training(act: Callable[[Cluster, str, str], None]):
+def _when_training(act: Callable[[OperatorCluster, str, str], None]):
     """`act` once the job's chief has trained EDIT_AT steps."""
 
-    def at(cluster: Cluster, namespace: str, name: str, runs: ChiefRuns) -> None:
+    def at(cluster: OperatorCluster, namespace: str, name: str, runs: ChiefRuns) -> None:
         runs.wait_step(f"{name}-chief-0", EDIT_AT)
         act(cluster, namespace, name)
 
     return at
 
 
-def _suspend_and_resume(cluster: Cluster, namespace: str, name: str) -> None:
+def _suspend_and_resume(cluster: OperatorCluster, namespace: str, name: str) -> None:
     _patch(cluster, namespace, name, {"runPolicy": {"suspend": True}})
     wait_for(
         lambda: (
@@ -131,11 +131,11 @@ def _suspend_and_resume(cluster: Cluster, namespace: str, name: str) -> None:
     _patch(cluster, namespace, name, {"runPolicy": {"suspend": False}})
 
 
-def _one_worker(cluster: Cluster, namespace: str, name: str) -> None:
+def _one_worker(cluster: OperatorCluster, namespace: str, name: str) -> None:
     _patch(cluster, namespace, name, {"tfReplicaSpecs": {"Worker": {"replicas": 1}}})
 
 
-def _ps_edited(cluster: Cluster, namespace: str, name: str) -> None:
+def _ps_edited(cluster: OperatorCluster, namespace: str, name: str) -> None:
     env = [{"name": "EDITED", "value": "1"}]
     path = "/spec/tfReplicaSpecs/PS/template/spec/containers/0/env"
     cluster.kubectl("patch", "tfjob", name, "-n", namespace, "--type=json",
@@ -174,7 +174,7 @@ class ChiefRuns:
     """Every run of the chiefs' containers (worker 0's where a job has no chief), each followed
     from its start: the pods of the namespace polled, a `kubectl logs -f` for each new run."""
 
-    cluster: Cluster
+    cluster: OperatorCluster
     namespace: str
     runs: dict[str, list[FollowedLog]] = field(default_factory=dict)
     seen: set[tuple[str, int]] = field(default_factory=set)
@@ -239,7 +239,7 @@ def _end(status: dict[str, Any]) -> dict[str, Any]:
 
 
 def _live(
-    cluster: Cluster, namespace: str, life: Life, name: str, runs: ChiefRuns
+    cluster: OperatorCluster, namespace: str, life: Life, name: str, runs: ChiefRuns
 ) -> tuple[Any, str]:
     """The life of one job, to its end: what `_end` reads of it (or "Deleted"), and the pod
     whose runs `runs` follows."""
@@ -267,7 +267,9 @@ def _live(
     return end, chief
 
 
-def _pass(cluster: Cluster, namespace: str, lives: list[Life], prefix: str) -> dict[str, Any]:
+def _pass(
+    cluster: OperatorCluster, namespace: str, lives: list[Life], prefix: str
+) -> dict[str, Any]:
     """Every life, LIVES_AT_ONCE at a time: by life, its end and its chief's runs."""
     runs = ChiefRuns(cluster, namespace)
     try:
@@ -289,7 +291,7 @@ class Killer:
     drawn delay, its container (or both replicas'), through containerd; then deletes the dead
     pods, as a node's eviction would, so that fresh ones start without a crash-loop backoff."""
 
-    def __init__(self, cluster: Cluster, node: Node, seed: int) -> None:
+    def __init__(self, cluster: OperatorCluster, node: Node, seed: int) -> None:
         self.cluster, self.node, self.rng = cluster, node, random.Random(seed)
         self.kills: list[str] = []
         self.error: BaseException | None = None
@@ -335,7 +337,7 @@ class Killer:
         wait_for(lambda: len(operator_pods(self.cluster)) == 2, POD_WAIT, "two operator pods")
 
 
-def _twins(cluster: Cluster, node: Node, namespace: str, lives: list[Life]) -> None:
+def _twins(cluster: OperatorCluster, node: Node, namespace: str, lives: list[Life]) -> None:
     started = time.monotonic()
     twins = _pass(cluster, namespace, lives, "twin")
     undisturbed = time.monotonic() - started
@@ -369,13 +371,13 @@ def _twins(cluster: Cluster, node: Node, namespace: str, lives: list[Life]) -> N
 
 @pytest.mark.smoke
 def test_operator_killed_through_a_job_ends_it_as_its_twin(
-    cluster: Cluster, node: Node, namespace: str
+    cluster: OperatorCluster, node: Node, namespace: str
 ) -> None:
     _twins(cluster, node, namespace, SMOKE)
 
 
 @pytest.mark.timeout(1800)
 def test_operator_killed_through_every_life_ends_each_as_its_twin(
-    cluster: Cluster, node: Node, namespace: str
+    cluster: OperatorCluster, node: Node, namespace: str
 ) -> None:
     _twins(cluster, node, namespace, LIVES)

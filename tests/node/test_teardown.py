@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.node.helpers import POD_WAIT
-from tfjob_testbed.cluster import NAMESPACE, Cluster
+from tests.node.cluster_reads import POD_WAIT
 from tfjob_testbed.core.kube import wait_for
 from tfjob_testbed.nodes import host
 from tfjob_testbed.nodes import node as node_mod
 from tfjob_testbed.nodes import second_node as second_mod
+from tfjob_testbed.operator_cluster import NAMESPACE, OperatorCluster
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_UP = "cluster is up"  # what `make cluster` prints once it is: "A one-node cluster..."
@@ -47,7 +47,7 @@ def _make_cluster(nodes: int) -> tuple[subprocess.Popen[str], list[str]]:
     """`make cluster NODES=<nodes>` as a person runs it, its output collected line by line;
     returns once it says the cluster is up."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tfjob_testbed.cluster", "up", "--nodes", str(nodes)],
+        [sys.executable, "-m", "tfjob_testbed.operator_cluster", "up", "--nodes", str(nodes)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     lines: list[str] = []
@@ -69,7 +69,7 @@ def _make_cluster(nodes: int) -> tuple[subprocess.Popen[str], list[str]]:
 
 
 @pytest.fixture(scope="module")
-def before(cluster: Cluster) -> dict:
+def before(cluster: OperatorCluster) -> dict:
     """The host as the session's node found it, read while that node is up."""
     if cluster.node is None:
         pytest.skip("takes the real node of make cluster's bed down")
@@ -94,7 +94,7 @@ def test_make_cluster_comes_up_again_and_goes_leaving_nothing(
         try:
             size = {1: "one-node", 2: "two-node"}[nodes]
             assert any(f"A {size} cluster is up" in line for line in lines), "".join(lines[-40:])
-            cluster = Cluster.existing(node.kubeconfig)
+            cluster = OperatorCluster.existing(node.kubeconfig)
             ready = sorted(
                 n["metadata"]["name"]
                 for n in cluster.get("nodes")["items"]
@@ -109,7 +109,7 @@ def test_make_cluster_comes_up_again_and_goes_leaving_nothing(
                 proc.send_signal(signal.SIGHUP)
             else:
                 down = subprocess.run(
-                    [sys.executable, "-m", "tfjob_testbed.cluster", "down"],
+                    [sys.executable, "-m", "tfjob_testbed.operator_cluster", "down"],
                     cwd=ROOT, capture_output=True, text=True, timeout=300,
                 )  # fmt: skip
                 assert down.returncode == 0, down.stdout + down.stderr

@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.node.helpers import POD_WAIT, pod
-from tfjob_testbed.cluster import Cluster
+from tests.node.cluster_reads import POD_WAIT, pod
 from tfjob_testbed.core.gobuild import CONTAINERD, KUBERNETES
 from tfjob_testbed.core.kube import wait_for
 from tfjob_testbed.nodes import node as node_mod
@@ -23,6 +22,7 @@ from tfjob_testbed.nodes.host import run
 from tfjob_testbed.nodes.node import Node
 from tfjob_testbed.nodes.realnode import bridge_mac
 from tfjob_testbed.nodes.second_node import SecondNode
+from tfjob_testbed.operator_cluster import OperatorCluster
 
 pytestmark = pytest.mark.node
 
@@ -129,7 +129,7 @@ def claim(name: str, storage_class: str | None, mode: str) -> dict[str, Any]:
     }
 
 
-def succeeded(cluster: Cluster, name: str, namespace: str) -> dict[str, Any]:
+def succeeded(cluster: OperatorCluster, name: str, namespace: str) -> dict[str, Any]:
     """Wait for the pod to succeed; fail at once, with its log, if it fails."""
 
     def done() -> dict[str, Any] | None:
@@ -143,7 +143,7 @@ def succeeded(cluster: Cluster, name: str, namespace: str) -> dict[str, Any]:
 
 
 def test_second_node_joins_ready_with_its_own_pod_range(
-    cluster: Cluster, node: Node, second_node: SecondNode
+    cluster: OperatorCluster, node: Node, second_node: SecondNode
 ) -> None:
     assert second_node.name == "tfjob-node-2"
     assert node.second() is second_node, "a healthy second node is reused"
@@ -182,7 +182,7 @@ def test_each_nodes_bridge_keeps_the_mac_it_was_given(node: Node, second_node: S
 
 
 def test_pods_on_both_nodes_reach_each_other_by_service_name(
-    cluster: Cluster, node: Node, second_node: SecondNode, namespace: str
+    cluster: OperatorCluster, node: Node, second_node: SecondNode, namespace: str
 ) -> None:
     peers = {"east": node_mod.NODE_NAME, "west": second_node.name}
     other = {"east": "west", "west": "east"}
@@ -212,7 +212,7 @@ def test_pods_on_both_nodes_reach_each_other_by_service_name(
 
 
 def test_shared_claim_written_on_one_node_is_read_on_the_other(
-    cluster: Cluster, node: Node, second_node: SecondNode, namespace: str
+    cluster: OperatorCluster, node: Node, second_node: SecondNode, namespace: str
 ) -> None:
     cluster.apply(claim("common", node_mod.SHARED_STORAGE_CLASS, "ReadWriteMany"), namespace)
     bound = wait_for(
@@ -241,7 +241,7 @@ def test_shared_claim_written_on_one_node_is_read_on_the_other(
 
 
 def test_standard_claim_is_provisioned_on_its_first_pods_node_and_pinned_there(
-    cluster: Cluster, node: Node, second_node: SecondNode, namespace: str
+    cluster: OperatorCluster, node: Node, second_node: SecondNode, namespace: str
 ) -> None:
     classes = {c["metadata"]["name"]: c for c in cluster.get("storageclass")["items"]}
     assert classes["standard"]["volumeBindingMode"] == "WaitForFirstConsumer"

@@ -113,7 +113,7 @@ def _count(text: str) -> int:
 
 def run_cluster_command(args: argparse.Namespace) -> int:
     # Imported here: `tfjob run` needs no Kubernetes client.
-    from tfjob_operator.cli.cluster import CliError, Cluster
+    from tfjob_operator.cli.connection import CliError, Connection
     from tfjob_operator.cli.delete import delete
     from tfjob_operator.cli.get import get
     from tfjob_operator.cli.logs import logs
@@ -122,7 +122,7 @@ def run_cluster_command(args: argparse.Namespace) -> int:
     from tfjob_operator.cli.tensorboard_forward import tensorboard
 
     try:
-        cluster = Cluster.connect(args.namespace, args.context, args.api_group)
+        cluster = Connection.connect(args.namespace, args.context, args.api_group)
         out = sys.stdout
         if args.command == "submit":
             return submit(cluster, args.file, args.follow, out)
@@ -160,11 +160,11 @@ def main(argv: list[str] | None = None) -> int:
     meta = body.setdefault("metadata", {})
     meta.setdefault("namespace", "local")
     meta.setdefault("uid", "local")
-    from tfjob_operator.cli.localrun import Runner
+    from tfjob_operator.cli.localrun import LocalRunner
 
     workdir = args.workdir or Path("tfjob-runs") / str(meta.get("name", "job"))
     entry = shlex.split(args.entrypoint) if args.entrypoint else None
-    runner = Runner(body, workdir, entrypoint=entry, verbose=args.verbose)
+    runner = LocalRunner(body, workdir, entrypoint=entry, verbose=args.verbose)
     # Ctrl-C and SIGTERM stop the job as a cluster stops its pods (`Runner.stop`), even where
     # the shell that started us ignores SIGINT (a background job of a non-interactive shell):
     # Python keeps an inherited SIG_IGN otherwise.

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import TextIO
 
 from tfjob_operator.api.spec import KIND, PLURAL, VERSION
-from tfjob_operator.cli.cluster import Cluster
+from tfjob_operator.cli.connection import Connection
 
 
-def delete(cluster: Cluster, name: str, out: TextIO) -> int:
+def delete(cluster: Connection, name: str, out: TextIO) -> int:
     cluster.call(
         f"delete {KIND} {name}",
         cluster.custom.delete_namespaced_custom_object,

@@ -7,11 +7,11 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from tfjob_operator.api.spec import PLURAL, VERSION
-from tfjob_operator.cli.cluster import Cluster
+from tfjob_operator.cli.connection import Connection
 from tfjob_operator.rules import status as st
 
 
-def get(cluster: Cluster, name: str | None, all_namespaces: bool, out: TextIO) -> int:
+def get(cluster: Connection, name: str | None, all_namespaces: bool, out: TextIO) -> int:
     if name:
         jobs = [cluster.job(name)]
     elif all_namespaces:

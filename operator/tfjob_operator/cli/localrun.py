@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tfjob_operator.api.spec import ReplicaType
-from tfjob_operator.cli.output import is_chatter, line_prefix, summary_lines
+from tfjob_operator.cli.printing import is_chatter, line_prefix, summary_lines
 from tfjob_operator.rules import naming, tfconfig
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.children import (
@@ -68,7 +68,7 @@ def free_port() -> int:
 
 
 @dataclass
-class Task:
+class LocalTask:
     """One local process standing in for one pod; restarted like a StatefulSet pod."""
 
     rt: ReplicaType
@@ -106,7 +106,7 @@ class Task:
         )
 
 
-class Runner:
+class LocalRunner:
     def __init__(
         self,
         body: dict[str, Any],
@@ -122,7 +122,7 @@ class Runner:
         self.colour = out.isatty()
         self.entrypoint = entrypoint or DEFAULT_ENTRYPOINT
         self.verbose = verbose
-        self.tasks: list[Task] = []
+        self.tasks: list[LocalTask] = []
         self.status: dict[str, Any] = {}
         self.lock = threading.Lock()
         self.started = time.monotonic()
@@ -197,9 +197,9 @@ class Runner:
                 termination = self.workdir / "tasks" / f"{rt.task_type}-{i}.termination-log"
                 env[ENV_TERMINATION_LOG] = str(termination)
                 argv = command + [str(a) for a in container.get("args") or []]
-                self.tasks.append(Task(rt, i, argv, env, grace, termination))
+                self.tasks.append(LocalTask(rt, i, argv, env, grace, termination))
 
-    def start(self, task: Task) -> None:
+    def start(self, task: LocalTask) -> None:
         task.exit = None
         # Empty for each run, as the kubelet gives each container: no message of a run before.
         task.termination.parent.mkdir(parents=True, exist_ok=True)
@@ -215,7 +215,7 @@ class Runner:
         task.pumps = [*[t for t in task.pumps if t.is_alive()], pump]
         pump.start()
 
-    def _pump(self, task: Task, proc: subprocess.Popen[bytes]) -> None:
+    def _pump(self, task: LocalTask, proc: subprocess.Popen[bytes]) -> None:
         prefix = line_prefix(task.name, self.tasks.index(task), self.colour)
         assert proc.stdout is not None
         for raw in proc.stdout:
@@ -247,7 +247,7 @@ class Runner:
                     self.start(task)
         return self.status
 
-    def _reap(self, task: Task) -> bool:
+    def _reap(self, task: LocalTask) -> bool:
         """Whether the task's process has just ended; its exit as a container's, with its
         termination message."""
         if task.proc is None or task.exit is not None or task.proc.poll() is None:
@@ -259,7 +259,7 @@ class Runner:
         task.exit = exit_of(task.proc.returncode, message)
         return True
 
-    def stop(self) -> list[Task]:
+    def stop(self) -> list[LocalTask]:
         """Stop every task as the kubelet stops a pod's container, all at once: SIGTERM to its
         first process (the trainer's supervisor passes it on), SIGKILL to its process group
         once its grace period is over (at once on a second interrupt), and to what it leaves

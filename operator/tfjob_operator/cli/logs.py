@@ -12,12 +12,12 @@ from typing import Any, TextIO
 import urllib3
 
 from tfjob_operator.api.spec import KIND
-from tfjob_operator.cli.cluster import CliError, Cluster, replica_of
-from tfjob_operator.cli.output import line_prefix
+from tfjob_operator.cli.connection import CliError, Connection, replica_of
+from tfjob_operator.cli.printing import line_prefix
 from tfjob_protocol.result import Result, parse_last
 
 
-def logs(cluster: Cluster, name: str, replica: str | None, follow: bool, out: TextIO) -> int:
+def logs(cluster: Connection, name: str, replica: str | None, follow: bool, out: TextIO) -> int:
     cluster.job(name)  # not found: one clear line
     pods = cluster.pods(name)
     if replica is not None:
@@ -64,7 +64,7 @@ class Printer:
 class LogStream:
     """One pod's log, prefixed with its replica; remembers the trainer's result line."""
 
-    cluster: Cluster
+    cluster: Connection
     pod: str
     replica: str
     index: int

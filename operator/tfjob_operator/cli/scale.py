@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, TextIO
 
 from tfjob_operator.api.spec import KIND, PLURAL, VERSION, ReplicaType
-from tfjob_operator.cli.cluster import EXIT_USAGE, CliError, Cluster
+from tfjob_operator.cli.connection import EXIT_USAGE, CliError, Connection
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.lifecycle import JobView
 
@@ -62,7 +62,7 @@ def describe(job: dict[str, Any], patch: dict[str, Any]) -> str:
     )
 
 
-def scale(cluster: Cluster, name: str, workers: int | None, ps: int | None, out: TextIO) -> int:
+def scale(cluster: Connection, name: str, workers: int | None, ps: int | None, out: TextIO) -> int:
     wanted = {ReplicaType.WORKER: workers, ReplicaType.PS: ps}
     replicas = {rt: n for rt, n in wanted.items() if n is not None}
     job = cluster.job(name)

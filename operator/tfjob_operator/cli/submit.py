@@ -12,9 +12,9 @@ from typing import Any, TextIO
 import yaml
 
 from tfjob_operator.api.spec import GROUPS, KIND, PLURAL, VERSION
-from tfjob_operator.cli.cluster import EXIT_FAILED, EXIT_USAGE, CliError, Cluster, replica_of
+from tfjob_operator.cli.connection import EXIT_FAILED, EXIT_USAGE, CliError, Connection, replica_of
 from tfjob_operator.cli.logs import LogStream, Printer
-from tfjob_operator.cli.output import summary_lines
+from tfjob_operator.cli.printing import summary_lines
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.lifecycle import JobView
 
@@ -40,7 +40,7 @@ def read_manifest(path: Path) -> dict[str, Any]:
     return body
 
 
-def submit(cluster: Cluster, path: Path, follow: bool, out: TextIO) -> int:
+def submit(cluster: Connection, path: Path, follow: bool, out: TextIO) -> int:
     body = read_manifest(path)
     meta = body.setdefault("metadata", {})
     namespace = meta.get("namespace") or cluster.namespace
@@ -74,7 +74,7 @@ class Follower:
     """`submit --follow`: every replica's log as its containers run (restarts included), the
     job's transitions as they happen, then the summary and an exit code from the result."""
 
-    def __init__(self, cluster: Cluster, name: str, out: TextIO, colour: bool) -> None:
+    def __init__(self, cluster: Connection, name: str, out: TextIO, colour: bool) -> None:
         self.cluster, self.name = cluster, name
         self.printer = Printer(out, colour)
         self.streams: dict[tuple[str, int], LogStream] = {}  # (pod uid, restart count)

@@ -11,14 +11,14 @@ import time
 from typing import TextIO
 
 from tfjob_operator.api.spec import KIND
-from tfjob_operator.cli.cluster import CliError, Cluster
+from tfjob_operator.cli.connection import CliError, Connection
 from tfjob_operator.rules import naming
 from tfjob_operator.rules import tensorboard as tb
 
 TENSORBOARD_WAIT_SECONDS = 120  # for a TensorBoard pod that is starting
 
 
-def tensorboard(cluster: Cluster, name: str, port: int, out: TextIO) -> int:
+def tensorboard(cluster: Connection, name: str, port: int, out: TextIO) -> int:
     job = cluster.job(name)
     board = (job.get("status") or {}).get("tensorboard")
     if not board:
@@ -39,7 +39,7 @@ def tensorboard(cluster: Cluster, name: str, port: int, out: TextIO) -> int:
     return 0
 
 
-def _tensorboard_pod(cluster: Cluster, job: str) -> str:
+def _tensorboard_pod(cluster: Connection, job: str) -> str:
     """A running pod of the job's TensorBoard, waiting for one that is starting."""
     selector = f"{naming.LABEL_JOB_NAME}={job},{naming.LABEL_COMPONENT}={tb.COMPONENT}"
     deadline = time.monotonic() + TENSORBOARD_WAIT_SECONDS
@@ -64,7 +64,7 @@ class PortForward:
     """A local port that reaches one pod's port through the API server, one websocket per
     connection (what `kubectl port-forward` does)."""
 
-    def __init__(self, cluster: Cluster, pod: str, remote: int, local: int) -> None:
+    def __init__(self, cluster: Connection, pod: str, remote: int, local: int) -> None:
         self.cluster, self.pod, self.remote = cluster, pod, remote
         self.server = socket.create_server(("127.0.0.1", local))
         self.port = self.server.getsockname()[1]

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from tfjob_testbed.addons.leftovers import delete_all, let_go
-from tfjob_testbed.addons.target import Cluster
+from tfjob_testbed.addons.target import TargetCluster
 from tfjob_testbed.core.gobuild import KATIB, ensure, module_source
 from tfjob_testbed.core.kube import wait_for
 from tfjob_testbed.images import podman
@@ -116,7 +116,7 @@ def postgres_image() -> podman.BuiltImage:
         return podman.BuiltImage((POSTGRES,), built, podman.archive(built))
 
 
-def manifests(cluster: Cluster) -> list[dict[str, Any]]:
+def manifests(cluster: TargetCluster) -> list[dict[str, Any]]:
     """Katib's standalone PostgreSQL install, as `kubectl kustomize` renders it from the module."""
     rendered = cluster.kubectl("kustomize", str(module_source(KATIB, INSTALL))).stdout
     return [doc for doc in yaml.safe_load_all(rendered) if doc]
@@ -161,7 +161,7 @@ def _config(text: str) -> str:
     return yaml.safe_dump(config, sort_keys=False)
 
 
-def install(cluster: Cluster, timeout: float = 300) -> None:
+def install(cluster: TargetCluster, timeout: float = 300) -> None:
     """Katib built, its images on the node, its manifests applied; returns once its webhooks
     answer (Katib's controller writes their certificate at start)."""
     built = build_images()
@@ -188,7 +188,7 @@ def install(cluster: Cluster, timeout: float = 300) -> None:
     wait_for(answers, timeout, "Katib's webhook to answer")
 
 
-def uninstall(cluster: Cluster, timeout: float = 300) -> None:
+def uninstall(cluster: TargetCluster, timeout: float = 300) -> None:
     """Every Experiment, Trial and Suggestion deleted while Katib's controller still takes their
     finalizers off (those it keeps are let go), then Katib's objects (webhooks, CRDs,
     namespace)."""

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tfjob_testbed.addons.target import Cluster
+from tfjob_testbed.addons.target import TargetCluster
 from tfjob_testbed.core.kube import wait_for
 
 
-def objects(cluster: Cluster, kinds: list[str]) -> list[dict[str, Any]]:
+def objects(cluster: TargetCluster, kinds: list[str]) -> list[dict[str, Any]]:
     """The objects of these kinds (`plural.group`), in every namespace; none while a kind is
     unknown."""
     if not kinds:
@@ -19,7 +19,7 @@ def objects(cluster: Cluster, kinds: list[str]) -> list[dict[str, Any]]:
     return json.loads(got.stdout).get("items", []) if got.returncode == 0 else []
 
 
-def let_go(cluster: Cluster, kinds: list[str]) -> None:
+def let_go(cluster: TargetCluster, kinds: list[str]) -> None:
     """Takes every finalizer off the objects of these kinds."""
     for obj in objects(cluster, kinds):
         meta = obj["metadata"]
@@ -31,7 +31,7 @@ def let_go(cluster: Cluster, kinds: list[str]) -> None:
                         "-p", '{"metadata":{"finalizers":null}}', check=False)  # fmt: skip
 
 
-def delete_all(cluster: Cluster, kinds: list[str], timeout: float) -> None:
+def delete_all(cluster: TargetCluster, kinds: list[str], timeout: float) -> None:
     """Every object of these kinds deleted while their manager still runs and takes its
     finalizers off; what is left after `timeout` (held by a finalizer it keeps) is let go."""
     for kind in kinds:

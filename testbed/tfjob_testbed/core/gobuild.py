@@ -150,8 +150,8 @@ CONTAINERD = Program(
     # Snapshotters that need C headers; the bed uses overlayfs.
     tags=("no_btrfs", "no_devmapper", "no_zfs"),
 )
-# Kueue's manager, for its image (tfjob_testbed.addons.kueue); its chart and CRDs are read from the
-# same module.
+# Kueue's manager, for its image (tfjob_testbed.addons.kueue_install); its chart and CRDs are
+# read from the same module.
 KUEUE = Program(
     name="kueue",
     module="sigs.k8s.io/kueue",

@@ -1,4 +1,7 @@
-"""A signal handler run again at every line of itself, as close signals run it.
+"""Signals in the bed: a stop that unwinds a main loop, and a handler tried at every line.
+
+`Interrupted` is how the bed's long-running programs (`make cluster`, the node services) leave
+their loops on a signal and still tear down in their `finally`.
 
 Python runs a handler in the main thread between two bytecodes, so a second signal runs the
 handler again inside the first, wherever that one is, even inside a lock it holds. Trying each
@@ -7,6 +10,7 @@ of those places by sending real signals is a matter of luck; a trace function tr
 
 from __future__ import annotations
 
+import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -14,6 +18,21 @@ from types import FrameType
 from typing import Any
 
 Handler = Callable[[int, FrameType | None], Any]
+
+
+class Interrupted(BaseException):
+    """A signal asked the program to stop; its text is the signal's name. A BaseException, so
+    that no `except Exception` of the loop it unwinds catches it."""
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise Interrupted(signal.Signals(signum).name)
+
+
+def interrupt_on(*signums: signal.Signals) -> None:
+    """From now on each of `signums` raises `Interrupted` in the main thread."""
+    for signum in signums:
+        signal.signal(signum, _interrupt)
 
 
 def handled_again_everywhere(handler: Handler, signum: int, timeout: float = 5.0) -> int:

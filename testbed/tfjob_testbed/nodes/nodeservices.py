@@ -39,11 +39,12 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
-from types import FrameType
 from typing import Any, cast
 
 import kubernetes
 import urllib3
+
+from tfjob_testbed.core.signals import Interrupted, interrupt_on
 
 PROVISIONER = "tfjob.dev/local-path"
 DEFAULT_DOMAIN = "cluster.local"
@@ -639,14 +640,6 @@ class NodeServices:
 # -- command line --------------------------------------------------------------------------
 
 
-class _Stop(BaseException):
-    """Raised by the SIGTERM/SIGINT handler to unwind the main loop."""
-
-
-def _stop(signum: int, frame: FrameType | None) -> None:
-    raise _Stop(signal.Signals(signum).name)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tfjob_testbed.nodes.nodeservices",
@@ -675,8 +668,7 @@ def main(argv: list[str] | None = None) -> int:
     log.addHandler(handler)
     log.setLevel(logging.INFO)
     logging.getLogger("urllib3").setLevel(logging.ERROR)  # its retries are reported above
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
+    interrupt_on(signal.SIGTERM, signal.SIGINT)
     config = Config(
         kubeconfig=args.kubeconfig,
         hosts_file=args.hosts_file.absolute(),
@@ -696,7 +688,7 @@ def main(argv: list[str] | None = None) -> int:
             ", ".join(f"{c['metadata']['name']} ({c['volumeBindingMode']})" for c in classes),
         )
         NodeServices(config).run()
-    except _Stop as e:
+    except Interrupted as e:
         log.info("stopping (%s)", e)
     return 0
 

@@ -1,6 +1,6 @@
 """The Katib Experiment in manifests/examples/katib/: each trial it would make is a TFJob the
 operator runs, with flags the trainer takes, and Katib reads it the way the template says.
-(tests/node/test_katib.py runs it with Katib itself.)"""
+(tests/node/test_katib_search.py runs it with Katib itself.)"""
 
 from __future__ import annotations
 

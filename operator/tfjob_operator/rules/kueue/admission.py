@@ -133,7 +133,7 @@ class Flavor:
 
 
 @dataclass(frozen=True)
-class Condition:
+class WorkloadCondition:
     type: str
     status: str
     reason: str = ""
@@ -173,11 +173,11 @@ class WorkloadObservation:
     # on a worker cluster, until the job it was made for takes it)
     controller_uid: str = ""
 
-    def condition(self, type_: str) -> Condition | None:
+    def condition(self, type_: str) -> WorkloadCondition | None:
         for raw in self.conditions:
             c = json.loads(raw)
             if c.get("type") == type_:
-                return Condition(
+                return WorkloadCondition(
                     type_, c.get("status", ""), c.get("reason", ""), c.get("message", "")
                 )
         return None
@@ -187,12 +187,12 @@ class WorkloadObservation:
         return c is not None and c.status == "True"
 
     @property
-    def evicted(self) -> Condition | None:
+    def evicted(self) -> WorkloadCondition | None:
         c = self.condition("Evicted")
         return c if c is not None and c.status == "True" else None
 
     @property
-    def eviction(self) -> Condition | None:
+    def eviction(self) -> WorkloadCondition | None:
         """The Evicted condition when it is Kueue's hold on the job (a preemption, a timeout,
         an admin's or Kueue's own deactivation). Not the deactivation the operator asked for
         because the user suspended the job: that job waits for its user, not for Kueue. Nor a

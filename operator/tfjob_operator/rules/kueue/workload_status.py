@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from tfjob_operator.rules import status as st
-from tfjob_operator.rules.kueue.admission import Condition, WorkloadObservation
+from tfjob_operator.rules.kueue.admission import WorkloadCondition, WorkloadObservation
 
 # Eviction reasons after which Kueue's job controllers mark the Workload Requeued=True.
 REQUEUED_REASONS = ("Preempted", "NodeFailures")
@@ -96,7 +96,7 @@ def finished_patch(
 
 def _give_back(
     observed: WorkloadObservation,
-    ev: Condition,
+    ev: WorkloadCondition,
     conditions: list[dict[str, Any]],
     patch: dict[str, Any],
     stamp: str,

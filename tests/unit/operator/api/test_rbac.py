@@ -1,5 +1,6 @@
 """The ClusterRole grants what the operator does, and nothing more. (That it is enough is shown
-on the real API server: tests/integration/test_manifests.py runs a job as the ServiceAccount.)"""
+on the real API server: tests/integration/test_plain_manifests.py runs a job as the
+ServiceAccount.)"""
 
 from __future__ import annotations
 

@@ -10,14 +10,14 @@ import signal
 import pytest
 
 from tfjob_operator.cli.localrun import (
-    Runner,
+    LocalRunner,
     exit_code,
     exit_of,
     saved_step,
     stop_message,
     unclean_exit,
 )
-from tfjob_operator.cli.output import summary_lines
+from tfjob_operator.cli.printing import summary_lines
 from tfjob_operator.rules.pods import MESSAGE_LIMIT, Exit
 from tfjob_protocol.stop import ENV_GRACE_PERIOD, ENV_TERMINATION_LOG, EXIT_STOPPED, message
 from tfjob_testbed.core.jobs import tfjob
@@ -34,7 +34,7 @@ def planned(tmp_path, run_policy=None, chief_grace=None) -> dict[str, tuple[int,
         body["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"][
             "terminationGracePeriodSeconds"
         ] = chief_grace
-    runner = Runner(body, tmp_path)
+    runner = LocalRunner(body, tmp_path)
     runner.plan()
     return {t.name: (t.grace, t.env) for t in runner.tasks}
 
@@ -146,7 +146,7 @@ def test_the_summary_of_a_stop_says_stopped_and_the_step_saved():
 def test_a_signal_inside_the_interrupt_handler_returns_and_the_next_one_hurries(tmp_path):
     """Ctrl-C and a SIGTERM close together run the handler inside itself: it returns wherever
     the first one is (no lock held across it), and a later signal kills the tasks now."""
-    runner = Runner(tfjob(name="local", replicas={"Chief": 1}), tmp_path)
+    runner = LocalRunner(tfjob(name="local", replicas={"Chief": 1}), tmp_path)
     assert handled_again_everywhere(runner.interrupt, signal.SIGINT) > 1
     assert runner.stopping and runner.cause == "SIGINT"
     runner.interrupt(signal.SIGTERM, None)

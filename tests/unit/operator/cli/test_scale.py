@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tfjob_operator.api.spec import ReplicaType as RT
-from tfjob_operator.cli.cluster import EXIT_FAILED, EXIT_USAGE, CliError
 from tfjob_operator.cli.commands import build_parser
+from tfjob_operator.cli.connection import EXIT_FAILED, EXIT_USAGE, CliError
 from tfjob_operator.cli.scale import describe, scale_patch
 from tfjob_testbed.core.jobs import tfjob
 

@@ -1,8 +1,8 @@
 """kopf's handlers. Every kind of child the operator makes is one it watches, through its label
 selector: one deleted by someone else wakes its job, which makes it again, even when the
 deletion comes in the middle of a reconcile (test_reconcile.py here; on the API server,
-tests/integration/test_operator.py and test_gang.py). And no handler runs on a clock, which
-keeps the operator's API requests few."""
+tests/integration/test_operator.py and test_gang_podgroups.py). And no handler runs on a clock,
+which keeps the operator's API requests few."""
 
 from __future__ import annotations
 

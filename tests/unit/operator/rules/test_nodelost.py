@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.unit.operator.rules.lifecycle.helpers import T0, Run, running
+from tests.unit.operator.rules.lifecycle.decide_run import T0, Run, running
 from tfjob_operator.rules import nodelost
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.pods import observe

@@ -12,7 +12,7 @@ import pytest
 
 from tests.unit.operator.rules.kueue import played as kq
 from tests.unit.operator.rules.kueue.test_workload import FLAVORS, admit, made, queued_job
-from tests.unit.operator.rules.lifecycle.helpers import Run
+from tests.unit.operator.rules.lifecycle.decide_run import Run
 from tfjob_operator.api.spec import MULTIKUEUE
 from tfjob_operator.rules import handover, kueue
 from tfjob_operator.rules import status as st

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from tests.unit.operator.rules.kueue import played as kq
-from tests.unit.operator.rules.lifecycle.helpers import Run, running
+from tests.unit.operator.rules.lifecycle.decide_run import Run, running
 from tfjob_operator.api.spec import ReplicaType
 from tfjob_operator.controller.projections import job_record
 from tfjob_operator.rules import kueue

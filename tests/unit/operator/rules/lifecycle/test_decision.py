@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.operator.rules.lifecycle.helpers import T0, Run, running
+from tests.unit.operator.rules.lifecycle.decide_run import T0, Run, running
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.lifecycle import JobView, decide
 from tfjob_testbed.core.jobs import pod, tfjob

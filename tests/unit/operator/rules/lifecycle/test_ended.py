@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.unit.operator.rules.lifecycle.helpers import T0
+from tests.unit.operator.rules.lifecycle.decide_run import T0
 from tfjob_operator.api.spec import ReplicaType as RT
 from tfjob_operator.api.spec import RestartPolicy as RP
 from tfjob_operator.controller.projections import job_record

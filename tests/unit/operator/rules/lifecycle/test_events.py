@@ -29,7 +29,7 @@ from tests.unit.operator.rules.kueue.test_workload import (
     queued_job,
     view,
 )
-from tests.unit.operator.rules.lifecycle.helpers import T0, Run, running
+from tests.unit.operator.rules.lifecycle.decide_run import T0, Run, running
 from tests.unit.operator.rules.lifecycle.test_restart import OLD, RESIZED_PODS, SETS, on, sts
 from tests.unit.operator.rules.lifecycle.test_restart import step as restart_step
 from tests.unit.operator.rules.lifecycle.test_stops import deleting, stopped

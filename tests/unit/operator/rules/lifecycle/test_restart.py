@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.unit.operator.rules.lifecycle.helpers import T0
+from tests.unit.operator.rules.lifecycle.decide_run import T0
 from tfjob_operator.api.spec import TFJobStatus, parse_spec
 from tfjob_operator.controller.projections import job_record
 from tfjob_operator.rules import status as st

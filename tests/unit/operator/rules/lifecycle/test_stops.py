@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.unit.operator.rules.kueue.test_workload import admit, evict, made, queued_job, view
-from tests.unit.operator.rules.lifecycle.helpers import T0, Run, running
+from tests.unit.operator.rules.lifecycle.decide_run import T0, Run, running
 from tfjob_operator.api.spec import ReplicaType, RestartPolicy, TFJobStatus
 from tfjob_operator.controller.projections import job_record
 from tfjob_operator.rules import naming

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.unit.operator.rules.lifecycle.helpers import T0, Run, running
+from tests.unit.operator.rules.lifecycle.decide_run import T0, Run, running
 from tests.unit.operator.rules.lifecycle.test_stops import deleting, stopped
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.lifecycle import stops, together

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.node.helpers import (
+from tests.node.cluster_reads import (
     POD_WAIT,
     fast_job,
     helm_operator,
@@ -24,9 +24,9 @@ from tests.node.helpers import (
     job_pods,
     wait_ended,
 )
-from tfjob_testbed.cluster import Cluster
 from tfjob_testbed.core.kube import wait_for
 from tfjob_testbed.nodes.realnode import GPUS
+from tfjob_testbed.operator_cluster import OperatorCluster
 
 pytestmark = pytest.mark.node
 GPU = "nvidia.com/gpu"
@@ -48,18 +48,18 @@ def gpu_job(name: str, chief_class: str = "") -> dict[str, Any]:
     return body
 
 
-def live_pods(cluster: Cluster, namespace: str, job: str) -> list[dict[str, Any]]:
+def live_pods(cluster: OperatorCluster, namespace: str, job: str) -> list[dict[str, Any]]:
     """The job's pods but those being deleted."""
     pods = job_pods(cluster, namespace, job)
     return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
 
 
-def bound(cluster: Cluster, namespace: str, job: str) -> int:
+def bound(cluster: OperatorCluster, namespace: str, job: str) -> int:
     """How many of the job's pods the scheduler has bound to a node."""
     return sum(1 for p in live_pods(cluster, namespace, job) if p["spec"].get("nodeName"))
 
 
-def blocker(cluster: Cluster, namespace: str, gpus: int) -> str:
+def blocker(cluster: OperatorCluster, namespace: str, gpus: int) -> str:
     """A pod that holds `gpus` of the node's GPUs until deleted; its name, once bound."""
     name = "gpu-holder"
     cluster.apply(
@@ -90,7 +90,7 @@ def blocker(cluster: Cluster, namespace: str, gpus: int) -> str:
 
 
 @pytest.fixture
-def gangs_off(cluster: Cluster) -> Iterator[None]:
+def gangs_off(cluster: OperatorCluster) -> Iterator[None]:
     """The operator with `gangScheduling.provider=none` for one test, then as it was."""
     helm_operator(cluster, "gangScheduling.provider=none")
     try:
@@ -99,7 +99,7 @@ def gangs_off(cluster: Cluster) -> Iterator[None]:
         helm_operator(cluster, "gangScheduling.provider=auto")
 
 
-def test_every_job_is_a_gang_of_its_own(cluster: Cluster, namespace: str) -> None:
+def test_every_job_is_a_gang_of_its_own(cluster: OperatorCluster, namespace: str) -> None:
     """auto found Kubernetes' own gang API: a Workload and a PodGroup per job, owned by it,
     every pod in the group."""
     cluster.apply(gpu_job("gang-made"), namespace)
@@ -123,7 +123,7 @@ def test_every_job_is_a_gang_of_its_own(cluster: Cluster, namespace: str) -> Non
 
 @pytest.mark.smoke
 def test_a_job_that_cannot_fit_whole_binds_no_pod_says_so_and_runs_once_it_can(
-    cluster: Cluster, namespace: str
+    cluster: OperatorCluster, namespace: str
 ) -> None:
     """One GPU held elsewhere: the job's 2 GPU pods would fit one at a time. The gang binds
     neither (0 of 2: no GPU held for nothing), the job says why, and it runs to Succeeded as
@@ -147,7 +147,7 @@ def test_a_job_that_cannot_fit_whole_binds_no_pod_says_so_and_runs_once_it_can(
 
 
 @pytest.fixture
-def lead_class(cluster: Cluster) -> Iterator[str]:
+def lead_class(cluster: OperatorCluster) -> Iterator[str]:
     """A priority class above the default, for the contrast's chiefs."""
     cluster.apply(
         {
@@ -163,7 +163,7 @@ def lead_class(cluster: Cluster) -> Iterator[str]:
     cluster.kubectl("delete", "priorityclass", LEAD, "--ignore-not-found")
 
 
-def apply_at_once(cluster: Cluster, namespace: str, jobs: list[dict[str, Any]]) -> None:
+def apply_at_once(cluster: OperatorCluster, namespace: str, jobs: list[dict[str, Any]]) -> None:
     """Every job's pods made while the node takes none (cordoned), then the node opened: the
     scheduler finds them all pending together, as on a full cluster."""
     node = cluster.get("nodes")["items"][0]["metadata"]["name"]
@@ -180,7 +180,7 @@ def apply_at_once(cluster: Cluster, namespace: str, jobs: list[dict[str, Any]]) 
 
 
 def test_two_jobs_that_fit_one_at_a_time_run_one_after_the_other(
-    cluster: Cluster, namespace: str
+    cluster: OperatorCluster, namespace: str
 ) -> None:
     """Two jobs of 2 GPUs on a node of 2, pending together: one gang takes both GPUs and runs
     to Succeeded while the other binds nothing; then the other runs."""
@@ -207,7 +207,7 @@ def test_two_jobs_that_fit_one_at_a_time_run_one_after_the_other(
 
 
 def test_without_gangs_the_same_pair_holds_a_gpu_each_and_neither_trains(
-    cluster: Cluster, namespace: str, gangs_off: None, lead_class: str
+    cluster: OperatorCluster, namespace: str, gangs_off: None, lead_class: str
 ) -> None:
     """The same two jobs with the operator's gangs off: each job's chief takes a GPU (the
     chiefs go first, by their priority), each worker waits for a GPU the other job holds, and

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.node.helpers import (
+from tests.node.cluster_reads import (
     CHECKPOINT_EVERY,
     POD_WAIT,
     RESTORED,
@@ -27,10 +27,10 @@ from tests.node.helpers import (
     wait_ended,
     wait_halfway_past_a_checkpoint,
 )
-from tfjob_testbed.cluster import Cluster
 from tfjob_testbed.core.kube import wait_for
 from tfjob_testbed.nodes.node import NODE_NAME, ctr
 from tfjob_testbed.nodes.second_node import SecondNode
+from tfjob_testbed.operator_cluster import OperatorCluster
 
 pytestmark = pytest.mark.node
 TIMEOUT = 10  # runPolicy.nodeLostTimeoutSeconds of these jobs
@@ -87,15 +87,15 @@ def running_on(second: SecondNode, namespace: str) -> list[str]:
     return [t[0] for t in tasks if t and t[0] in ours and "RUNNING" in t]
 
 
-def node_of(cluster: Cluster, name: str, namespace: str) -> str:
+def node_of(cluster: OperatorCluster, name: str, namespace: str) -> str:
     return pod(cluster, name, namespace).get("spec", {}).get("nodeName", "")
 
 
-def uid_of(cluster: Cluster, name: str, namespace: str) -> str:
+def uid_of(cluster: OperatorCluster, name: str, namespace: str) -> str:
     return pod(cluster, name, namespace).get("metadata", {}).get("uid", "")
 
 
-def wait_node_lost(cluster: Cluster, job: str, pod_: str, namespace: str, node: str) -> str:
+def wait_node_lost(cluster: OperatorCluster, job: str, pod_: str, namespace: str, node: str) -> str:
     """The pod named in status.waiting as NodeLost, with its Warning Event; returns the entry."""
     why = wait_for(
         lambda: (
@@ -120,7 +120,7 @@ def wait_node_lost(cluster: Cluster, job: str, pod_: str, namespace: str, node: 
     return why
 
 
-def wait_replaced(cluster: Cluster, name: str, namespace: str, old_uid: str) -> str:
+def wait_replaced(cluster: OperatorCluster, name: str, namespace: str, old_uid: str) -> str:
     """Wait for a new pod of the same name (the lost one deleted for good); its node."""
     return wait_for(
         lambda: (
@@ -135,7 +135,7 @@ def wait_replaced(cluster: Cluster, name: str, namespace: str, old_uid: str) -> 
 
 @pytest.mark.parametrize("fault", [pytest.param("dead", marks=pytest.mark.smoke), "partitioned"])
 def test_a_worker_node_lost_mid_training(
-    cluster: Cluster, second_node: SecondNode, namespace: str, fault: str
+    cluster: OperatorCluster, second_node: SecondNode, namespace: str, fault: str
 ) -> None:
     name, steps = f"wlost-{fault[:4]}", 1200
     cluster.apply(lost_node_job(name, steps, "Worker", ("Chief", "PS"), "ReadWriteMany"), namespace)
@@ -182,7 +182,9 @@ def test_a_worker_node_lost_mid_training(
     assert_scaled_down(cluster, name, namespace)
 
 
-def chief_halfway_on(cluster: Cluster, second: SecondNode, chief: str, namespace: str) -> str:
+def chief_halfway_on(
+    cluster: OperatorCluster, second: SecondNode, chief: str, namespace: str
+) -> str:
     """Once the chief, on the second node, is halfway past a checkpoint: its pod's uid."""
     wait_halfway_past_a_checkpoint(follow(cluster, chief, namespace))
     assert node_of(cluster, chief, namespace) == second.name
@@ -190,7 +192,7 @@ def chief_halfway_on(cluster: Cluster, second: SecondNode, chief: str, namespace
 
 
 def resumed(
-    cluster: Cluster, job: str, namespace: str, steps: int, old_may_finish: bool = False
+    cluster: OperatorCluster, job: str, namespace: str, steps: int, old_may_finish: bool = False
 ) -> tuple[dict[str, Any], int]:
     """Follow the new chief to the job's success: (status, the step it restored), once it has
     trained from after that step to exactly `steps`. `old_may_finish`: the old chief, cut off
@@ -212,7 +214,7 @@ def resumed(
 
 
 def test_the_chief_node_dies_with_a_read_write_many_claim(
-    cluster: Cluster, second_node: SecondNode, namespace: str
+    cluster: OperatorCluster, second_node: SecondNode, namespace: str
 ) -> None:
     name, steps = "clost-rwx", 1500
     cluster.apply(lost_node_job(name, steps, "Chief", ("PS", "Worker"), "ReadWriteMany"), namespace)
@@ -235,7 +237,7 @@ def test_the_chief_node_dies_with_a_read_write_many_claim(
 
 
 def test_the_chief_node_cut_off_with_a_read_write_once_claim(
-    cluster: Cluster, second_node: SecondNode, namespace: str
+    cluster: OperatorCluster, second_node: SecondNode, namespace: str
 ) -> None:
     """The chief and the worker mount the claim; its volume lives on the second node. Cut off,
     they cannot start elsewhere: the status says why; once the node is back, the job ends."""

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from tests.node.addons import Addons
-from tests.node.helpers import (
+from tests.node.cluster_reads import (
     POD_WAIT,
     RESTORED,
     STEP,
@@ -35,9 +35,9 @@ from tests.node.helpers import (
 from tfjob_operator.api.spec import GROUP, PLURAL
 from tfjob_operator.rules import kueue as rules
 from tfjob_operator.rules import status as st
-from tfjob_testbed.addons import kueue
-from tfjob_testbed.cluster import NAMESPACE, Cluster
+from tfjob_testbed.addons import kueue_install
 from tfjob_testbed.core.kube import wait_for
+from tfjob_testbed.operator_cluster import NAMESPACE, OperatorCluster
 
 pytestmark = pytest.mark.node
 TOLERATION = {"key": "tfjob.dev/kueue-test", "operator": "Exists", "effect": "NoSchedule"}
@@ -65,17 +65,19 @@ NO_IMAGE = "docker.io/tfjob-operator/no-such-image:0"
 TFJOBS = f"{PLURAL}.{GROUP}"
 
 
-def create(cluster: Cluster, *bodies: dict[str, Any]) -> None:
+def create(cluster: OperatorCluster, *bodies: dict[str, Any]) -> None:
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(bodies))
 
 
 @pytest.fixture(scope="module")
-def node_name(cluster: Cluster) -> str:
+def node_name(cluster: OperatorCluster) -> str:
     return cluster.get("nodes")["items"][0]["metadata"]["labels"][HOSTNAME]
 
 
 @pytest.fixture(scope="module")
-def bed(cluster: Cluster, addons: Addons, node_name: str) -> Iterator[dict[str, dict[str, Any]]]:
+def bed(
+    cluster: OperatorCluster, addons: Addons, node_name: str
+) -> Iterator[dict[str, dict[str, Any]]]:
     """Kueue running with this module's configuration (installed once per run), two
     ResourceFlavors (any Linux node; this very node, with a toleration) and a topology-aware one
     (the node in a rack), and the operator with `kueue.enabled`; all but Kueue undone
@@ -90,27 +92,29 @@ def bed(cluster: Cluster, addons: Addons, node_name: str) -> Iterator[dict[str, 
         addons.kueue(PODS_READY | FAIR_SHARING)
         create(
             cluster,
-            kueue.topology("racks", [RACK, HOSTNAME]),
-            *(kueue.flavor(name, spec) for name, spec in specs.items()),
+            kueue_install.topology("racks", [RACK, HOSTNAME]),
+            *(kueue_install.flavor(name, spec) for name, spec in specs.items()),
         )
         helm_operator(cluster, "kueue.enabled=true")
         yield specs
     finally:
         helm_operator(cluster, "kueue.enabled=false")
-        made = [f"resourceflavors.{kueue.GROUP}/{name}" for name in specs]
-        cluster.kubectl("delete", *made, f"topologies.{kueue.GROUP}/racks",
+        made = [f"resourceflavors.{kueue_install.GROUP}/{name}" for name in specs]
+        cluster.kubectl("delete", *made, f"topologies.{kueue_install.GROUP}/racks",
                         "--ignore-not-found", "--wait=false", check=False)  # fmt: skip
         cluster.kubectl("label", "node", node_name, f"{RACK}-", check=False)
 
 
 @pytest.fixture
-def cluster_objects(cluster: Cluster) -> Iterator[Callable[..., None]]:
+def cluster_objects(cluster: OperatorCluster) -> Iterator[Callable[..., None]]:
     """Creates cluster-scoped Kueue objects for one test, and deletes them after it."""
     made: list[tuple[str, str]] = []
 
     def make(*bodies: dict[str, Any]) -> None:
         create(cluster, *bodies)
-        made.extend((b["kind"].lower() + "s." + kueue.GROUP, b["metadata"]["name"]) for b in bodies)
+        made.extend(
+            (b["kind"].lower() + "s." + kueue_install.GROUP, b["metadata"]["name"]) for b in bodies
+        )
 
     yield make
     for kind, name in reversed(made):
@@ -120,11 +124,11 @@ def cluster_objects(cluster: Cluster) -> Iterator[Callable[..., None]]:
 # ---- reading Kueue's side ---------------------------------------------------------------------
 
 
-def workloads(cluster: Cluster, namespace: str) -> list[dict[str, Any]]:
+def workloads(cluster: OperatorCluster, namespace: str) -> list[dict[str, Any]]:
     return cluster.get("workloads.kueue.x-k8s.io", "-n", namespace).get("items") or []
 
 
-def workload_of(cluster: Cluster, namespace: str, job: str) -> dict[str, Any]:
+def workload_of(cluster: OperatorCluster, namespace: str, job: str) -> dict[str, Any]:
     """The job's Workload ({} while there is none); fails if there are several, or if Kueue made
     one of its own for a child (its owner is not the job)."""
     mine = []
@@ -141,13 +145,15 @@ def workload_of(cluster: Cluster, namespace: str, job: str) -> dict[str, Any]:
     return mine[0] if mine else {}
 
 
-def holds(cluster: Cluster, namespace: str, job: str, type_: str, status: str = "True") -> Any:
+def holds(
+    cluster: OperatorCluster, namespace: str, job: str, type_: str, status: str = "True"
+) -> Any:
     """The job's Workload once its condition `type_` has `status`, else None."""
     wl = workload_of(cluster, namespace, job)
-    return wl if kueue.condition(wl, type_).get("status") == status else None
+    return wl if kueue_install.condition(wl, type_).get("status") == status else None
 
 
-def queue_figures(cluster: Cluster, cq: str) -> tuple[int, int, int]:
+def queue_figures(cluster: OperatorCluster, cq: str) -> tuple[int, int, int]:
     """The ClusterQueue's own (admitted, reserving, pending) Workload counts."""
     status = cluster.get("clusterqueues.kueue.x-k8s.io", cq).get("status") or {}
     return tuple(
@@ -155,7 +161,7 @@ def queue_figures(cluster: Cluster, cq: str) -> tuple[int, int, int]:
     )  # type: ignore[return-value]
 
 
-def reserved(cluster: Cluster, cq: str) -> dict[str, dict[str, str]]:
+def reserved(cluster: OperatorCluster, cq: str) -> dict[str, dict[str, str]]:
     """What the ClusterQueue holds reserved, flavor -> resource -> total, zeros left out."""
     status = cluster.get("clusterqueues.kueue.x-k8s.io", cq).get("status") or {}
     return {
@@ -165,7 +171,7 @@ def reserved(cluster: Cluster, cq: str) -> dict[str, dict[str, str]]:
     }
 
 
-def assert_figures(cluster: Cluster, cq: str, admitted: int, pending: int) -> None:
+def assert_figures(cluster: OperatorCluster, cq: str, admitted: int, pending: int) -> None:
     """Kueue's figures agree with the jobs: `admitted` Workloads hold quota, `pending` wait,
     and nothing else is reserved."""
     wait_for(
@@ -178,7 +184,7 @@ def assert_figures(cluster: Cluster, cq: str, admitted: int, pending: int) -> No
     )
 
 
-def assert_not_taken_over(cluster: Cluster, namespace: str, job: str) -> None:
+def assert_not_taken_over(cluster: OperatorCluster, namespace: str, job: str) -> None:
     """Kueue's pod and statefulset integrations left the job's children alone: no admission
     gate, no queue label of their own, no Warning that they took one."""
     for pod in job_pods(cluster, namespace, job):
@@ -194,7 +200,7 @@ def assert_not_taken_over(cluster: Cluster, namespace: str, job: str) -> None:
     assert not [e for e in events["items"] if e["reason"] == st.Reason.KUEUE_TOOK_OVER_CHILD]
 
 
-def job_condition(cluster: Cluster, namespace: str, job: str, type_: str) -> dict[str, Any]:
+def job_condition(cluster: OperatorCluster, namespace: str, job: str, type_: str) -> dict[str, Any]:
     conditions = cluster.tfjob_status(job, namespace).get("conditions") or []
     return next((c for c in conditions if c["type"] == type_), {})
 
@@ -228,7 +234,7 @@ RECLAIM: dict[str, Any] = {
 
 @pytest.mark.smoke
 def test_borrowing_job_preempted_by_another_team_resumes_on_another_flavor(
-    cluster: Cluster,
+    cluster: OperatorCluster,
     namespace: str,
     bed: dict[str, dict[str, Any]],
     cluster_objects: Callable[..., None],
@@ -239,14 +245,14 @@ def test_borrowing_job_preempted_by_another_team_resumes_on_another_flavor(
     children throughout."""
     a, b = f"{namespace}-a", f"{namespace}-b"
     cluster_objects(
-        kueue.cluster_queue(a, {"on-demand": NONE, "spot": NONE}, cohort=namespace),
-        kueue.cluster_queue(b, {"on-demand": NONE}, cohort=namespace, **RECLAIM),
-        kueue.priority_class(f"{namespace}-high", 1000),
+        kueue_install.cluster_queue(a, {"on-demand": NONE, "spot": NONE}, cohort=namespace),
+        kueue_install.cluster_queue(b, {"on-demand": NONE}, cohort=namespace, **RECLAIM),
+        kueue_install.priority_class(f"{namespace}-high", 1000),
     )
     create(
         cluster,
-        kueue.local_queue("team-a", namespace, a),
-        kueue.local_queue("team-b", namespace, b),
+        kueue_install.local_queue("team-a", namespace, a),
+        kueue_install.local_queue("team-b", namespace, b),
     )
     # 4 pods of 150m, and below team B's 450m: together above the 1 CPU team B's quota holds, so
     # B reclaims it; each job alone fits beside kind's control-plane pods on a 2-core node.
@@ -265,16 +271,20 @@ def test_borrowing_job_preempted_by_another_team_resumes_on_another_flavor(
     assert job_pods(cluster, namespace, "queued") == []
 
     # Team B's on-demand quota appears: team A borrows it, and trains.
-    cluster_objects(kueue.cluster_queue(b, {"on-demand": QUOTA}, cohort=namespace, **RECLAIM))
+    cluster_objects(
+        kueue_install.cluster_queue(b, {"on-demand": QUOTA}, cohort=namespace, **RECLAIM)
+    )
     first = follow(cluster, "queued-chief-0", namespace)
     admitted = wait_for(lambda: holds(cluster, namespace, "queued", "PodsReady"), POD_WAIT,
                         "PodsReady")  # fmt: skip
     # Spot capacity for team A, once it holds on-demand: where it goes when preempted.
-    cluster_objects(kueue.cluster_queue(a, {"on-demand": NONE, "spot": QUOTA}, cohort=namespace))
+    cluster_objects(
+        kueue_install.cluster_queue(a, {"on-demand": NONE, "spot": QUOTA}, cohort=namespace)
+    )
     flavors = {f for p in admitted["status"]["admission"]["podSetAssignments"]
                for f in p["flavors"].values()}  # fmt: skip
     assert flavors == {"on-demand"}
-    assert kueue.condition(admitted, "PodsReady")["reason"] == "Started"
+    assert kueue_install.condition(admitted, "PodsReady")["reason"] == "Started"
     assert_figures(cluster, a, admitted=1, pending=0)
     wait_halfway_past_a_checkpoint(first)
     assert_not_taken_over(cluster, namespace, "queued")
@@ -320,8 +330,8 @@ def test_borrowing_job_preempted_by_another_team_resumes_on_another_flavor(
     again = wait_for(lambda: holds(cluster, namespace, "queued", "PodsReady"), POD_WAIT,
                      "PodsReady again")  # fmt: skip
     # Through WaitForStart (the start timeout), not WaitForRecovery: a new admission.
-    assert kueue.condition(again, "PodsReady")["reason"] == "Started"
-    assert kueue.condition(again, "Evicted")["status"] == "False"
+    assert kueue_install.condition(again, "PodsReady")["reason"] == "Started"
+    assert kueue_install.condition(again, "Evicted")["status"] == "False"
     status = wait_ended(cluster, "queued", namespace, log=second)
     log = second.wait()
     restored = RESTORED.search(log)
@@ -339,7 +349,7 @@ def test_borrowing_job_preempted_by_another_team_resumes_on_another_flavor(
     # Finished: both Workloads say so, and neither queue holds anything.
     finished = wait_for(lambda: holds(cluster, namespace, "queued", "Finished"), POD_WAIT,
                         "the Workload Finished")  # fmt: skip
-    assert kueue.condition(finished, "Finished")["reason"] == "Succeeded"
+    assert kueue_install.condition(finished, "Finished")["reason"] == "Succeeded"
     assert_figures(cluster, a, admitted=0, pending=0)
     assert_figures(cluster, b, admitted=0, pending=0)
     assert_not_taken_over(cluster, namespace, "queued")
@@ -348,11 +358,11 @@ def test_borrowing_job_preempted_by_another_team_resumes_on_another_flavor(
 
 
 def test_a_suspended_job_gives_its_quota_back_and_queues_again_on_resume(
-    cluster: Cluster, namespace: str, bed: Any, cluster_objects: Callable[..., None]
+    cluster: OperatorCluster, namespace: str, bed: Any, cluster_objects: Callable[..., None]
 ) -> None:
     cq = f"{namespace}-q"
-    cluster_objects(kueue.cluster_queue(cq, {"on-demand": QUOTA}))
-    create(cluster, kueue.local_queue("team", namespace, cq))
+    cluster_objects(kueue_install.cluster_queue(cq, {"on-demand": QUOTA}))
+    create(cluster, kueue_install.local_queue("team", namespace, cq))
     # Created suspended: queued, never admitted.
     held = small("held", "team")
     held["spec"]["runPolicy"]["suspend"] = True
@@ -384,11 +394,13 @@ def test_a_suspended_job_gives_its_quota_back_and_queues_again_on_resume(
 
 
 def test_a_priority_change_is_taken_in_place_and_restarts_nothing(
-    cluster: Cluster, namespace: str, bed: Any, cluster_objects: Callable[..., None]
+    cluster: OperatorCluster, namespace: str, bed: Any, cluster_objects: Callable[..., None]
 ) -> None:
     cq, pc = f"{namespace}-q", f"{namespace}-prio"
-    cluster_objects(kueue.cluster_queue(cq, {"on-demand": QUOTA}), kueue.priority_class(pc, 10))
-    create(cluster, kueue.local_queue("team", namespace, cq))
+    cluster_objects(
+        kueue_install.cluster_queue(cq, {"on-demand": QUOTA}), kueue_install.priority_class(pc, 10)
+    )
+    create(cluster, kueue_install.local_queue("team", namespace, cq))
     job = small("prio", "team", steps=100_000)
     job["metadata"]["labels"][rules.PRIORITY_LABEL] = pc
     cluster.apply(job, namespace)
@@ -396,7 +408,7 @@ def test_a_priority_change_is_taken_in_place_and_restarts_nothing(
     assert wl["spec"]["priority"] == 10
     pod_uid = cluster.get("pod", "prio-worker-0", "-n", namespace)["metadata"]["uid"]
     # The admin raises the class: Kueue updates the Workload's priority in place.
-    cluster_objects(kueue.priority_class(pc, 500))
+    cluster_objects(kueue_install.priority_class(pc, 500))
     wait_for(
         lambda: workload_of(cluster, namespace, "prio")["spec"].get("priority") == 500,
         POD_WAIT,
@@ -416,7 +428,7 @@ def test_a_priority_change_is_taken_in_place_and_restarts_nothing(
     )
     after = workload_of(cluster, namespace, "prio")
     assert after["metadata"]["uid"] == wl["metadata"]["uid"]
-    assert kueue.condition(after, "Evicted").get("status") != "True"
+    assert kueue_install.condition(after, "Evicted").get("status") != "True"
     assert job_condition(cluster, namespace, "prio", "Running").get("status") == "True"
     assert cluster.get("pod", "prio-worker-0", "-n", namespace)["metadata"]["uid"] == pod_uid
     assert cluster.tfjob_status("prio", namespace).get("restarts", 0) == 0
@@ -425,11 +437,11 @@ def test_a_priority_change_is_taken_in_place_and_restarts_nothing(
 
 
 def test_without_a_priority_class_the_cluster_default_one_counts(
-    cluster: Cluster, namespace: str, bed: Any, cluster_objects: Callable[..., None]
+    cluster: OperatorCluster, namespace: str, bed: Any, cluster_objects: Callable[..., None]
 ) -> None:
     cq, pc = f"{namespace}-q", f"{namespace}-default"
-    cluster_objects(kueue.cluster_queue(cq, {"on-demand": QUOTA}))
-    create(cluster, kueue.local_queue("team", namespace, cq))
+    cluster_objects(kueue_install.cluster_queue(cq, {"on-demand": QUOTA}))
+    create(cluster, kueue_install.local_queue("team", namespace, cq))
     default = {
         "apiVersion": "scheduling.k8s.io/v1",
         "kind": "PriorityClass",
@@ -449,11 +461,13 @@ def test_without_a_priority_class_the_cluster_default_one_counts(
 
 
 def test_an_edit_of_a_queued_job_updates_its_workload_in_place(
-    cluster: Cluster, namespace: str, bed: Any, cluster_objects: Callable[..., None]
+    cluster: OperatorCluster, namespace: str, bed: Any, cluster_objects: Callable[..., None]
 ) -> None:
     cq = f"{namespace}-q"
-    cluster_objects(kueue.cluster_queue(cq, {"on-demand": NONE}, queueingStrategy="StrictFIFO"))
-    create(cluster, kueue.local_queue("team", namespace, cq))
+    cluster_objects(
+        kueue_install.cluster_queue(cq, {"on-demand": NONE}, queueingStrategy="StrictFIFO")
+    )
+    create(cluster, kueue_install.local_queue("team", namespace, cq))
     cluster.apply(small("first", "team", cpu="500m"), namespace)
     wl = wait_for(lambda: workload_of(cluster, namespace, "first"), POD_WAIT, "first's Workload")
     cluster.apply(small("second", "team", cpu="500m"), namespace)
@@ -472,7 +486,7 @@ def test_an_edit_of_a_queued_job_updates_its_workload_in_place(
     assert now["metadata"]["uid"] == wl["metadata"]["uid"]
     assert now["metadata"]["creationTimestamp"] == wl["metadata"]["creationTimestamp"]
     # Room for both: each runs, one after the other.
-    cluster_objects(kueue.cluster_queue(cq, {"on-demand": {"cpu": "500m", "memory": "8Gi"}},
+    cluster_objects(kueue_install.cluster_queue(cq, {"on-demand": {"cpu": "500m", "memory": "8Gi"}},
                                         queueingStrategy="StrictFIFO"))  # fmt: skip
     wait_ended(cluster, "first", namespace)
     wait_ended(cluster, "second", namespace)
@@ -481,14 +495,14 @@ def test_an_edit_of_a_queued_job_updates_its_workload_in_place(
 
 
 def test_topology_aware_placement_by_kueue(
-    cluster: Cluster, namespace: str, bed: Any, node_name: str,
+    cluster: OperatorCluster, namespace: str, bed: Any, node_name: str,
     cluster_objects: Callable[..., None],
 ) -> None:  # fmt: skip
     """A replica type that asks for one rack: Kueue's topology request has it, and Kueue's
     ungater places the gated pods on the domain it assigned."""
     cq = f"{namespace}-q"
-    cluster_objects(kueue.cluster_queue(cq, {"racks": QUOTA}))
-    create(cluster, kueue.local_queue("team", namespace, cq))
+    cluster_objects(kueue_install.cluster_queue(cq, {"racks": QUOTA}))
+    create(cluster, kueue_install.local_queue("team", namespace, cq))
     job = small("racked", "team")
     job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 2
     template = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]
@@ -524,13 +538,13 @@ def test_topology_aware_placement_by_kueue(
 
 
 def test_pods_that_never_start_are_evicted_requeued_then_deactivated(
-    cluster: Cluster, namespace: str, bed: Any, cluster_objects: Callable[..., None]
+    cluster: OperatorCluster, namespace: str, bed: Any, cluster_objects: Callable[..., None]
 ) -> None:
     """waitForPodsReady: a job whose image is missing is evicted after the timeout, requeued
     once after the backoff, then deactivated; the job says why, and keeps no quota."""
     cq = f"{namespace}-q"
-    cluster_objects(kueue.cluster_queue(cq, {"on-demand": QUOTA}))
-    create(cluster, kueue.local_queue("team", namespace, cq))
+    cluster_objects(kueue_install.cluster_queue(cq, {"on-demand": QUOTA}))
+    create(cluster, kueue_install.local_queue("team", namespace, cq))
     job = small("stuck", "team")
     job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["image"] = NO_IMAGE
     cluster.apply(job, namespace)
@@ -544,7 +558,7 @@ def test_pods_that_never_start_are_evicted_requeued_then_deactivated(
         4 * POD_WAIT,
         "Kueue to deactivate the Workload",
     )
-    assert (wl["status"].get("requeueState") or {}).get("count", 0) >= 1 or kueue.condition(
+    assert (wl["status"].get("requeueState") or {}).get("count", 0) >= 1 or kueue_install.condition(
         wl, "Evicted"
     )["reason"].startswith("Deactivated"), wl["status"]
     wait_for(lambda: job_pods(cluster, namespace, "stuck") == [], POD_WAIT, "the pods gone")
@@ -554,11 +568,11 @@ def test_pods_that_never_start_are_evicted_requeued_then_deactivated(
 
 
 def test_a_workload_the_admin_deactivates_stops_the_job_until_reactivated(
-    cluster: Cluster, namespace: str, bed: Any, cluster_objects: Callable[..., None]
+    cluster: OperatorCluster, namespace: str, bed: Any, cluster_objects: Callable[..., None]
 ) -> None:
     cq = f"{namespace}-q"
-    cluster_objects(kueue.cluster_queue(cq, {"on-demand": QUOTA}))
-    create(cluster, kueue.local_queue("team", namespace, cq))
+    cluster_objects(kueue_install.cluster_queue(cq, {"on-demand": QUOTA}))
+    create(cluster, kueue_install.local_queue("team", namespace, cq))
     cluster.apply(small("stopped", "team", steps=400), namespace)
     wl = wait_for(lambda: holds(cluster, namespace, "stopped", "PodsReady"), POD_WAIT, "running")
     name = wl["metadata"]["name"]
@@ -578,13 +592,13 @@ def test_a_workload_the_admin_deactivates_stops_the_job_until_reactivated(
 
 
 def test_manage_all_under_a_default_local_queue(
-    cluster: Cluster, namespace: str, bed: Any, cluster_objects: Callable[..., None]
+    cluster: OperatorCluster, namespace: str, bed: Any, cluster_objects: Callable[..., None]
 ) -> None:
     """--kueue-manage-all with a LocalQueue `default` (whose pods Kueue's own webhooks would
     otherwise label and gate): the unlabelled job is queued once, through its own Workload."""
     cq = f"{namespace}-q"
-    cluster_objects(kueue.cluster_queue(cq, {"on-demand": QUOTA}))
-    create(cluster, kueue.local_queue("default", namespace, cq))
+    cluster_objects(kueue_install.cluster_queue(cq, {"on-demand": QUOTA}))
+    create(cluster, kueue_install.local_queue("default", namespace, cq))
     helm_operator(cluster, "kueue.manageAll=true")
     try:
         cluster.apply(small("plain", None), namespace)
@@ -607,19 +621,19 @@ def test_manage_all_under_a_default_local_queue(
 
 
 def test_fair_sharing_admits_the_lighter_local_queue_first(
-    cluster: Cluster, namespace: str, bed: Any, cluster_objects: Callable[..., None]
+    cluster: OperatorCluster, namespace: str, bed: Any, cluster_objects: Callable[..., None]
 ) -> None:
     """Two LocalQueues share a ClusterQueue with usage-based admission fair sharing: once the
     heavy queue has used the quota, the light queue's job goes first, though created later."""
     cq = f"{namespace}-q"
     scope = {"admissionScope": {"admissionMode": "UsageBasedAdmissionFairSharing"}}
     cluster_objects(
-        kueue.cluster_queue(cq, {"on-demand": {"cpu": "500m", "memory": "8Gi"}}, **scope)
+        kueue_install.cluster_queue(cq, {"on-demand": {"cpu": "500m", "memory": "8Gi"}}, **scope)
     )
     create(
         cluster,
-        kueue.local_queue("heavy", namespace, cq),
-        kueue.local_queue("light", namespace, cq),
+        kueue_install.local_queue("heavy", namespace, cq),
+        kueue_install.local_queue("light", namespace, cq),
     )
     cluster.apply(small("used", "heavy", cpu="400m", steps=200), namespace)
     wait_for(lambda: holds(cluster, namespace, "used", "PodsReady"), POD_WAIT, "used running")

@@ -5,7 +5,7 @@ tensorboard_forward.py); this one is what they share.
 
 It connects as kubectl does: $KUBECONFIG (or ~/.kube/config) with its current context, or
 `--context`; in a pod, the service account. Every failure is one line on stderr and exit 1
-(2 for a file or spec that cannot be used): `CliError`, raised by `Cluster.call` for a failed
+(2 for a file or spec that cannot be used): `CliError`, raised by `Connection.call` for a failed
 API call.
 """
 
@@ -36,7 +36,7 @@ class CliError(Exception):
 
 
 @dataclass
-class Cluster:
+class Connection:
     """API handles and the namespace, chosen the way kubectl chooses them."""
 
     core: kubernetes.client.CoreV1Api
@@ -46,7 +46,7 @@ class Cluster:
     group: str = GROUP  # the TFJobs' API group, as the operator serves it
 
     @classmethod
-    def connect(cls, namespace: str | None, context: str | None, group: str = GROUP) -> Cluster:
+    def connect(cls, namespace: str | None, context: str | None, group: str = GROUP) -> Connection:
         paths = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
         if paths and not any(Path(p).exists() for p in paths):
             raise CliError(f"no cluster: KUBECONFIG names no file ({os.environ['KUBECONFIG']})")

@@ -12,7 +12,7 @@ import json
 import kubernetes
 import pytest
 
-from tests.integration.helpers import without_crds
+from tests.integration.user_view import without_crds
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.gang import (
     COSCHEDULING_LABEL,

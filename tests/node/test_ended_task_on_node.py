@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.node.helpers import (
+from tests.node.cluster_reads import (
     POD_WAIT,
     claim_files,
     container,
@@ -17,8 +17,8 @@ from tests.node.helpers import (
     leader,
     wait_ended,
 )
-from tfjob_testbed.cluster import Cluster
 from tfjob_testbed.core.kube import wait_for
+from tfjob_testbed.operator_cluster import OperatorCluster
 
 pytestmark = pytest.mark.node
 FINALIZER = "tfjob.dev/task-ended"
@@ -26,14 +26,14 @@ FINALIZER = "tfjob.dev/task-ended"
 RUN_ONCE = 'echo ran >> "$TFJOB_CHECKPOINT_DIR/runs-$(hostname)"; sleep "$0"'
 
 
-def _gone(cluster: Cluster, namespace: str, job: str) -> None:
+def _gone(cluster: OperatorCluster, namespace: str, job: str) -> None:
     """Delete the TFJob: every pod of it goes, those the finalizer held too."""
     cluster.kubectl("delete", "tfjob", job, "-n", namespace, "--wait=false")
     wait_for(lambda: not job_pods(cluster, namespace, job), POD_WAIT, f"{job}'s pods gone")
 
 
 def test_a_chief_that_succeeded_ran_once_and_is_held_under_clean_pod_policy_none(
-    cluster: Cluster, namespace: str
+    cluster: OperatorCluster, namespace: str
 ) -> None:
     """The trainer's worker 0 (the chief of a job without one) succeeds; its job keeps its pods
     (cleanPodPolicy None): its pod, which the StatefulSet controller deleted once it
@@ -62,7 +62,7 @@ def test_a_chief_that_succeeded_ran_once_and_is_held_under_clean_pod_policy_none
 
 
 def test_a_users_program_runs_once_whichever_task_ends_first(
-    cluster: Cluster, namespace: str
+    cluster: OperatorCluster, namespace: str
 ) -> None:
     """A user image's program, not the trainer: each task appends a line to the job's volume
     and exits 0, worker 1 long before the chief. Each ran once, the worker's pod held while

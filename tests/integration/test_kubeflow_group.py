@@ -3,8 +3,9 @@ clients around them use them: Kubeflow's labels on pods and Services, Katib's re
 trial, a `runPolicy.managedBy` of another controller, and a job that Kubeflow's training-operator
 had already started.
 
-The Kubeflow Training SDK itself drives jobs on the real node (tests/node/test_kubeflow.py), and
-so does Kueue's built-in TFJob integration (tests/node/test_kueue_kubeflow.py).
+The Kubeflow Training SDK itself drives jobs on the real node
+(tests/node/test_kubeflow_tools.py), and so does Kueue's built-in TFJob integration
+(tests/node/test_kueue_kubeflow.py).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 import kubernetes
 import pytest
 
-from tests.integration.helpers import CHILD_WAIT, Job
+from tests.integration.user_view import CHILD_WAIT, Job
 from tfjob_operator.rules import kubeflow
 from tfjob_operator.rules import status as st
 from tfjob_testbed.core.jobs import tfjob

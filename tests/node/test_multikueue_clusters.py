@@ -18,19 +18,19 @@ from typing import Any
 import pytest
 
 from tests.node.addons import Addons
-from tests.node.helpers import POD_WAIT, TRAIN_WAIT, helm_operator
-from tests.node.test_kueue import create
+from tests.node.cluster_reads import POD_WAIT, TRAIN_WAIT, helm_operator
+from tests.node.test_kueue_itself import create
 from tests.node.test_kueue_kubeflow import condition, kubeflow_release, kueues_integration
 from tests.node.test_kueue_kubeflow import job as queued_job
 from tfjob_operator.api.spec import GROUP, KUBEFLOW_GROUP, MULTIKUEUE, PLURAL, VERSION
 from tfjob_operator.render.manifests import MULTIKUEUE_WORKER
 from tfjob_operator.rules import kueue as rules
 from tfjob_operator.rules.kueue import multikueue as mk
-from tfjob_testbed.addons import kubeflow_sdk, kueue, multikueue
-from tfjob_testbed.cluster import NAMESPACE, Cluster
+from tfjob_testbed.addons import kubeflow_sdk, kueue_install, multikueue_install
 from tfjob_testbed.controlplane.plane import ControlPlane
 from tfjob_testbed.core.kube import Kubectl, service_account_kubeconfig, wait_for
 from tfjob_testbed.core.paths import ROOT
+from tfjob_testbed.operator_cluster import NAMESPACE, OperatorCluster
 from tfjob_testbed.project.operator import OperatorProcess
 
 pytestmark = pytest.mark.node
@@ -38,25 +38,27 @@ QUEUE = "team"
 WORKER_QUOTA = {"cpu": "500m", "memory": "8Gi"}  # one job at a time (each asks 300m)
 SPARE_QUOTA = {"cpu": "100m", "memory": "8Gi"}  # never one
 MANAGER_QUOTA = {"cpu": "2", "memory": "16Gi"}  # several: they wait for a worker, not here
-GROUP_FW = kueue.EXTERNAL_FRAMEWORKS[0]  # TFJob.v1.tfjob.dev
+GROUP_FW = kueue_install.EXTERNAL_FRAMEWORKS[0]  # TFJob.v1.tfjob.dev
 CRDS = [ROOT / "manifests" / "crd.yaml", ROOT / "manifests" / "kubeflow" / "crd.yaml"]
 
 
 @dataclass
 class Clusters:
-    manager: Cluster
-    spare: Cluster
-    worker: Cluster
+    manager: OperatorCluster
+    spare: OperatorCluster
+    worker: OperatorCluster
     manager_plane: ControlPlane
 
 
-def _active(c: Cluster, plural: str, name: str) -> bool:
-    conditions = (c.get(f"{plural}.{kueue.GROUP}", name).get("status") or {}).get("conditions")
+def _active(c: OperatorCluster, plural: str, name: str) -> bool:
+    conditions = (c.get(f"{plural}.{kueue_install.GROUP}", name).get("status") or {}).get(
+        "conditions"
+    )
     return any(x["type"] == "Active" and x["status"] == "True" for x in conditions or [])
 
 
 @pytest.fixture(scope="module")
-def clusters(cluster: Cluster, addons: Addons, tmp_path_factory) -> Iterator[Clusters]:
+def clusters(cluster: OperatorCluster, addons: Addons, tmp_path_factory) -> Iterator[Clusters]:
     """The three clusters joined: the worker's add-ons (Kueue as from v0.19, Kubeflow's release,
     whose CRD MultiKueue watches there) and the chart's MultiKueue worker identity; the manager
     and the spare made here and stopped afterwards."""
@@ -64,19 +66,21 @@ def clusters(cluster: Cluster, addons: Addons, tmp_path_factory) -> Iterator[Clu
     addons.kubeflow()
     addons.kueue({})
     helm_operator(cluster, "kueue.enabled=true", "kueue.multikueue.worker=true")
-    create(cluster, kueue.flavor("default", {}))
+    create(cluster, kueue_install.flavor("default", {}))
     with contextlib.ExitStack() as stack:
         planes = {}
         for name in ("manager", "spare"):
             plane = ControlPlane(root / name)
             stack.callback(plane.stop)
             planes[name] = plane.start()
-        manager, spare = (Cluster.existing(p.kubeconfig) for p in planes.values())
+        manager, spare = (OperatorCluster.existing(p.kubeconfig) for p in planes.values())
         for c in (manager, spare):
             for crd in CRDS:
                 c.kubectl("apply", "--server-side", "-f", str(crd))
-        multikueue.run_kueue(planes["manager"], manager, multikueue.manager_configuration())
-        multikueue.run_kueue(planes["spare"], spare, {})
+        multikueue_install.run_kueue(
+            planes["manager"], manager, multikueue_install.manager_configuration()
+        )
+        multikueue_install.run_kueue(planes["spare"], spare, {})
         for group in (GROUP, KUBEFLOW_GROUP):
             op = OperatorProcess(
                 planes["manager"].kubeconfig,
@@ -92,15 +96,15 @@ def clusters(cluster: Cluster, addons: Addons, tmp_path_factory) -> Iterator[Clu
         )
         create(
             manager,
-            multikueue.kubeconfig_secret("worker", worker_config.read_text()),
-            multikueue.kubeconfig_secret("spare", planes["spare"].kubeconfig.read_text()),
-            multikueue.worker("worker", "worker"),
-            multikueue.worker("spare", "spare"),
-            multikueue.config("workers", ["worker", "spare"]),
-            multikueue.admission_check("multikueue", "workers"),
-            kueue.flavor("default", {}),
+            multikueue_install.kubeconfig_secret("worker", worker_config.read_text()),
+            multikueue_install.kubeconfig_secret("spare", planes["spare"].kubeconfig.read_text()),
+            multikueue_install.worker("worker", "worker"),
+            multikueue_install.worker("spare", "spare"),
+            multikueue_install.config("workers", ["worker", "spare"]),
+            multikueue_install.admission_check("multikueue", "workers"),
+            kueue_install.flavor("default", {}),
         )
-        create(spare, kueue.flavor("default", {}))
+        create(spare, kueue_install.flavor("default", {}))
         for name in ("worker", "spare"):
             wait_for(lambda n=name: _active(manager, "multikueueclusters", n), POD_WAIT,
                      f"MultiKueueCluster {name} active")  # fmt: skip
@@ -111,7 +115,7 @@ def clusters(cluster: Cluster, addons: Addons, tmp_path_factory) -> Iterator[Clu
         finally:
             helm_operator(cluster, "kueue.multikueue.worker=false", "kueue.enabled=false")
             kubeflow_release(cluster, False)
-            cluster.kubectl("delete", f"resourceflavors.{kueue.GROUP}", "default",
+            cluster.kubectl("delete", f"resourceflavors.{kueue_install.GROUP}", "default",
                             "--wait=false", check=False)  # fmt: skip
 
 
@@ -131,13 +135,13 @@ def queues(clusters: Clusters, namespace: str) -> Iterator[str]:
             c.kubectl("create", "namespace", namespace)
         create(
             c,
-            kueue.cluster_queue(cq, {"default": quota}, **more),
-            kueue.local_queue(QUEUE, namespace, cq),
+            kueue_install.cluster_queue(cq, {"default": quota}, **more),
+            kueue_install.local_queue(QUEUE, namespace, cq),
         )
     yield namespace
     for c in (clusters.manager, clusters.worker, clusters.spare):
         c.kubectl("delete", PLURAL, "--all", "-n", namespace, "--wait=false", check=False)
-        c.kubectl("delete", f"clusterqueues.{kueue.GROUP}", cq, "--wait=false", check=False)
+        c.kubectl("delete", f"clusterqueues.{kueue_install.GROUP}", cq, "--wait=false", check=False)
 
 
 def job(name: str, group: str = GROUP, steps: int = 300) -> dict[str, Any]:
@@ -145,12 +149,12 @@ def job(name: str, group: str = GROUP, steps: int = 300) -> dict[str, Any]:
     return queued_job(name, QUEUE, steps=steps, api_version=f"{group}/{VERSION}")
 
 
-def tfjob(c: Cluster, name: str, namespace: str, group: str = GROUP) -> dict[str, Any]:
+def tfjob(c: OperatorCluster, name: str, namespace: str, group: str = GROUP) -> dict[str, Any]:
     """The TFJob ({} while there is none)."""
     return c.get(f"{PLURAL}.{group}", name, "-n", namespace)
 
 
-def nothing_runs_on(c: Cluster, namespace: str) -> None:
+def nothing_runs_on(c: OperatorCluster, namespace: str) -> None:
     """A cluster that is no job's worker: no pod, no StatefulSet, no Service of a job."""
     for kind in ("pods", "statefulsets", "services"):
         assert c.get(kind, "-n", namespace)["items"] == [], kind
@@ -174,7 +178,7 @@ def test_a_job_applied_on_the_manager_trains_on_the_worker_with_quota_and_report
     assert prebuilt is not None
 
     def owner() -> Any:
-        wl = clusters.worker.get(f"workloads.{kueue.GROUP}", prebuilt, "-n", ns)
+        wl = clusters.worker.get(f"workloads.{kueue_install.GROUP}", prebuilt, "-n", ns)
         return (wl["metadata"].get("ownerReferences") or [None])[0]
 
     taken = wait_for(owner, POD_WAIT, "the prebuilt Workload taken by the copy")
@@ -183,7 +187,7 @@ def test_a_job_applied_on_the_manager_trains_on_the_worker_with_quota_and_report
         copy["metadata"]["uid"],
         True,
     )
-    wls = clusters.worker.get(f"workloads.{kueue.GROUP}", "-n", ns)["items"]
+    wls = clusters.worker.get(f"workloads.{kueue_install.GROUP}", "-n", ns)["items"]
     assert [w["metadata"]["name"] for w in wls] == [prebuilt], "the operator made none of its own"
     # Its status, copied back: `kubectl get tfj` on the manager says what the worker's says.
     done = wait_for(lambda: condition(s := tfjob(clusters.manager, "mnist", ns), "Succeeded")
@@ -194,8 +198,8 @@ def test_a_job_applied_on_the_manager_trains_on_the_worker_with_quota_and_report
     assert [c["type"] for c in status["conditions"]][:1] == ["Created"]
     printed = clusters.manager.kubectl("get", "tfj", "mnist", "-n", ns).stdout
     assert "Succeeded" in printed, printed
-    mgr_wl = clusters.manager.get(f"workloads.{kueue.GROUP}", "-n", ns)["items"]
-    assert [kueue.condition(w, "Finished").get("status") for w in mgr_wl] == ["True"]
+    mgr_wl = clusters.manager.get(f"workloads.{kueue_install.GROUP}", "-n", ns)["items"]
+    assert [kueue_install.condition(w, "Finished").get("status") for w in mgr_wl] == ["True"]
     nothing_runs_on(clusters.manager, ns)
     nothing_runs_on(clusters.spare, ns)
     assert tfjob(clusters.spare, "mnist", ns) == {}
@@ -288,7 +292,7 @@ def test_kueues_own_kubeflow_integration_dispatches_through_run_policy(
         "integrations": {"frameworks": ["kubeflow.org/tfjob"], "externalFrameworks": [GROUP_FW]},
         "multiKueue": {"externalFrameworks": [{"name": GROUP_FW}]},
     }
-    multikueue.restart_kueue(clusters.manager_plane, built_in)
+    multikueue_install.restart_kueue(clusters.manager_plane, built_in)
     wait_for(lambda: _active(clusters.manager, "multikueueclusters", "worker"), POD_WAIT,
              "the worker connected again")  # fmt: skip
     clusters.manager.apply(job("builtin", KUBEFLOW_GROUP), ns)
@@ -302,7 +306,7 @@ def test_kueues_own_kubeflow_integration_dispatches_through_run_policy(
     )  # fmt: skip
     assert done["status"]["replicaStatuses"]["Worker"]["succeeded"] == 1
     # Kueue's own Workload on the manager (owned by the job), none of the operator's
-    (wl,) = clusters.manager.get(f"workloads.{kueue.GROUP}", "-n", ns)["items"]
+    (wl,) = clusters.manager.get(f"workloads.{kueue_install.GROUP}", "-n", ns)["items"]
     assert not wl["metadata"].get("annotations", {}).get(rules.PODSETS_HASH)
     reasons = [
         e["reason"] for e in clusters.manager.get("events", "-n", ns)["items"]

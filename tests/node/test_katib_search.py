@@ -16,12 +16,12 @@ import pytest
 import yaml
 
 from tests.node.addons import KUBEFLOW_API_VERSION, Addons
-from tests.node.helpers import POD_WAIT, FollowedLog, helm_operator
+from tests.node.cluster_reads import POD_WAIT, FollowedLog, helm_operator
 from tfjob_operator.api.spec import API_VERSION
 from tfjob_testbed.addons import katib
-from tfjob_testbed.cluster import Cluster
 from tfjob_testbed.core.kube import wait_for
 from tfjob_testbed.core.paths import ROOT
+from tfjob_testbed.operator_cluster import OperatorCluster
 
 pytestmark = pytest.mark.node
 EXPERIMENT = ROOT / "manifests" / "examples" / "katib" / "tfjob-experiment.yaml"
@@ -36,7 +36,7 @@ METRICS = "/var/log/katib/metrics.log"
 
 
 @pytest.fixture(scope="module")
-def katib_on(cluster: Cluster, addons: Addons) -> Iterator[None]:
+def katib_on(cluster: OperatorCluster, addons: Addons) -> Iterator[None]:
     """Katib running, and the operator's release granting Katib's ServiceAccount what trials
     of TFJobs need (`katib.enabled`)."""
     if cluster.node is None:
@@ -52,7 +52,7 @@ def katib_on(cluster: Cluster, addons: Addons) -> Iterator[None]:
 
 
 @pytest.fixture
-def trials_namespace(cluster: Cluster, namespace: str, katib_on: None) -> str:
+def trials_namespace(cluster: OperatorCluster, namespace: str, katib_on: None) -> str:
     """The test's namespace, with the label Katib's pod webhook selects namespaces by."""
     label = [f"{k}={v}" for k, v in INJECTION.items()]
     cluster.kubectl("label", "namespace", namespace, *label)
@@ -110,7 +110,7 @@ def condition(obj: dict[str, Any], kind: str) -> bool:
     )
 
 
-def trials_of(cluster: Cluster, name: str, namespace: str) -> list[dict[str, Any]]:
+def trials_of(cluster: OperatorCluster, name: str, namespace: str) -> list[dict[str, Any]]:
     got = cluster.get(f"trials.{katib.GROUP}", "-n", namespace, "-l", f"{EXPERIMENT_LABEL}={name}")
     return got.get("items") or []
 
@@ -121,7 +121,7 @@ class Watch:
     trainer's own under the File collector), which pods got Katib's sidecar, and how often
     each TensorFlow container started again."""
 
-    def __init__(self, cluster: Cluster, namespace: str, primary: str, log_of: str) -> None:
+    def __init__(self, cluster: OperatorCluster, namespace: str, primary: str, log_of: str) -> None:
         self.cluster, self.namespace = cluster, namespace
         self.primary, self.log_of = primary, log_of  # "-chief-0"/"-worker-0"; a container
         self.logs: dict[str, FollowedLog] = {}  # trial -> its primary pod's log
@@ -144,7 +144,7 @@ class Watch:
                 self.logs[trial] = log
 
 
-def run_sweep(cluster: Cluster, body: dict[str, Any], namespace: str) -> tuple[dict, Watch]:
+def run_sweep(cluster: OperatorCluster, body: dict[str, Any], namespace: str) -> tuple[dict, Watch]:
     """Create the Experiment and follow it to Succeeded; its final object and what was seen."""
     name = body["metadata"]["name"]
     spec = body["spec"]
@@ -174,7 +174,7 @@ def run_sweep(cluster: Cluster, body: dict[str, Any], namespace: str) -> tuple[d
     return exp, watch
 
 
-def assert_sweep(cluster: Cluster, body: dict[str, Any], exp: dict, watch: Watch) -> None:
+def assert_sweep(cluster: OperatorCluster, body: dict[str, Any], exp: dict, watch: Watch) -> None:
     """Every trial Succeeded; the optimal trial's metric is the least loss its log shows (the
     log rounds it to 2 places); the collector went into the primary pods only; no TensorFlow
     container started twice."""
@@ -196,7 +196,7 @@ def assert_sweep(cluster: Cluster, body: dict[str, Any], exp: dict, watch: Watch
     assert not any(watch.restarts.values()), watch.restarts
 
 
-def assert_nothing_left(cluster: Cluster, name: str, namespace: str) -> None:
+def assert_nothing_left(cluster: OperatorCluster, name: str, namespace: str) -> None:
     """Deleting the Experiment takes its trials, their TFJobs and the TFJobs' children."""
     cluster.kubectl("delete", f"experiments.{katib.GROUP}", name, "-n", namespace,
                     "--timeout=120s")  # fmt: skip
@@ -230,7 +230,7 @@ def assert_nothing_left(cluster: Cluster, name: str, namespace: str) -> None:
     ],
 )
 def test_a_sweep_finds_its_optimal_trial(
-    cluster: Cluster,
+    cluster: OperatorCluster,
     trials_namespace: str,
     name: str,
     api_version: str,
@@ -247,7 +247,7 @@ def test_a_sweep_finds_its_optimal_trial(
 
 @pytest.mark.parametrize("api_version", [KUBEFLOW_API_VERSION, API_VERSION])
 def test_a_trial_whose_tfjob_fails_is_failed_promptly(
-    cluster: Cluster, trials_namespace: str, api_version: str
+    cluster: OperatorCluster, trials_namespace: str, api_version: str
 ) -> None:
     """A trial whose trainer refuses its flags: its TFJob Fails after its backoff, Katib marks
     the trial Failed and, with no failed trial allowed, the Experiment Failed."""

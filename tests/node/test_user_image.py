@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.node.helpers import (
+from tests.node.cluster_reads import (
     assert_scaled_down,
     claim_files,
     follow,
@@ -21,8 +21,8 @@ from tests.node.helpers import (
 )
 from tfjob_operator.rules import naming
 from tfjob_protocol.result import parse_last
-from tfjob_testbed.cluster import Cluster
 from tfjob_testbed.images import example as example_image
+from tfjob_testbed.operator_cluster import OperatorCluster
 
 pytestmark = pytest.mark.node
 
@@ -34,7 +34,7 @@ LOSS_BOUND = 0.3
 
 
 @pytest.fixture(scope="module")
-def example_on_node(cluster: Cluster) -> str:
+def example_on_node(cluster: OperatorCluster) -> str:
     """The example image, built on the trainer image of this session and imported into the
     node's containerd, as the project's own images are; returns its tag."""
     if cluster.node is None:
@@ -47,7 +47,7 @@ def example_on_node(cluster: Cluster) -> str:
 
 
 def test_user_model_trains_checkpoints_and_exports(
-    cluster: Cluster, namespace: str, example_on_node: str
+    cluster: OperatorCluster, namespace: str, example_on_node: str
 ) -> None:
     text = MANIFEST.read_text()
     steps = re.findall(r"--steps=\d+", text)

@@ -2,8 +2,8 @@
 operator installed from its Helm chart and both images built from the Dockerfile, for trying
 TFJobs as on any cluster.
 
-    python -m tfjob_testbed.cluster up [--nodes 2] [--kueue] [--katib]  # Ctrl-C tears down
-    python -m tfjob_testbed.cluster down            # from another shell, or after a crash
+    python -m tfjob_testbed.operator_cluster up [--nodes 2] [--kueue] [--katib]  # Ctrl-C tears down
+    python -m tfjob_testbed.operator_cluster down            # from another shell, or after a crash
 
 Ctrl-C, SIGTERM and SIGHUP all tear everything down (see `node.teardown`).
 """
@@ -21,15 +21,15 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import yaml
 
 from tfjob_operator.api.spec import GROUP
-from tfjob_testbed.addons import katib, kueue
+from tfjob_testbed.addons import katib, kueue_install
 from tfjob_testbed.core.paths import ROOT
 from tfjob_testbed.core.reads import ReadError, Reads
+from tfjob_testbed.core.signals import Interrupted, interrupt_on
 from tfjob_testbed.core.tools import Tools, ensure_tools
 from tfjob_testbed.images import podman
 from tfjob_testbed.nodes.node import Node, NodeError, leftovers, state_dir, teardown
@@ -40,7 +40,7 @@ NAMESPACE = "tfjob-system"
 
 
 @dataclass
-class Cluster:
+class OperatorCluster:
     """A cluster with the operator installed from its chart: the real node here (`node`), or
     any other one (kind) reached through `kubeconfig`, where `node` is None."""
 
@@ -58,7 +58,7 @@ class Cluster:
         return self._reads
 
     @classmethod
-    def existing(cls, kubeconfig: Path) -> Cluster:
+    def existing(cls, kubeconfig: Path) -> OperatorCluster:
         """A cluster brought up elsewhere (tests/e2e/kind.sh), the chart already installed."""
         return cls(None, ensure_tools(), {}, kubeconfig)
 
@@ -109,7 +109,7 @@ def _tool(binary: Path, kubeconfig: Path, *args: str, check: bool = True, input:
     return proc
 
 
-def install_chart(cluster: Cluster) -> None:
+def install_chart(cluster: OperatorCluster) -> None:
     """The chart as users install it, its own image names and tags (pulled if not present):
     returns once helm has seen its objects ready."""
     cluster.helm(
@@ -118,7 +118,7 @@ def install_chart(cluster: Cluster) -> None:
     )  # fmt: skip
 
 
-def start(directory: Path | None = None, nodes: int = 1) -> Cluster:
+def start(directory: Path | None = None, nodes: int = 1) -> OperatorCluster:
     """Images, node (and a second one if `nodes` is 2: see `Node.second`), then the chart:
     returns once the operator pod is Ready."""
     if nodes not in (1, 2):
@@ -131,7 +131,7 @@ def start(directory: Path | None = None, nodes: int = 1) -> Cluster:
     node = Node(directory)
     node.up([image.archive for image in built])
     timings.update({f"node: {k}": v for k, v in node.timings.items()})
-    cluster = Cluster(node, tools, timings, node.kubeconfig)
+    cluster = OperatorCluster(node, tools, timings, node.kubeconfig)
     try:
         if nodes == 2:
             second = node.second()
@@ -151,7 +151,7 @@ def start(directory: Path | None = None, nodes: int = 1) -> Cluster:
 
 
 @contextlib.contextmanager
-def running(directory: Path | None = None, nodes: int = 1) -> Iterator[Cluster]:
+def running(directory: Path | None = None, nodes: int = 1) -> Iterator[OperatorCluster]:
     cluster = start(directory, nodes)
     node = cluster.node
     assert node is not None  # start() always brings up the node here
@@ -161,23 +161,14 @@ def running(directory: Path | None = None, nodes: int = 1) -> Iterator[Cluster]:
         node.down()
 
 
-class _Stop(BaseException):
-    pass
-
-
-def _stop(signum: int, frame: FrameType | None) -> None:
-    raise _Stop(signal.Signals(signum).name)
-
-
 def _up(nodes: int = 1, with_kueue: bool = False, with_katib: bool = False) -> int:
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _stop)
+    interrupt_on(signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     holder = state_dir() / "cluster.pid"
     try:
         with running(nodes=nodes) as cluster:
             sets = []
             if with_kueue:
-                kueue.install(cluster)
+                kueue_install.install(cluster)
                 sets += ["--set", "kueue.enabled=true"]
             if with_katib:
                 katib.install(cluster)
@@ -202,7 +193,7 @@ def _up(nodes: int = 1, with_kueue: bool = False, with_katib: bool = False) -> i
                 flush=True,
             )
             signal.pause()
-    except _Stop as e:
+    except Interrupted as e:
         print(f"\n{e}: tearing down", flush=True)
     except NodeError as e:
         print(f"make cluster: {e}", file=sys.stderr)
@@ -230,7 +221,7 @@ def _down() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tfjob_testbed.cluster")
+    parser = argparse.ArgumentParser(prog="python -m tfjob_testbed.operator_cluster")
     parser.add_argument("command", choices=["up", "down"])
     parser.add_argument(
         "--nodes", type=int, choices=[1, 2], default=1, help="with up: one node, or two"

@@ -26,8 +26,8 @@ from typing import Any
 
 import yaml
 
-from tfjob_testbed.addons import kueue
-from tfjob_testbed.addons.target import Cluster
+from tfjob_testbed.addons import kueue_install
+from tfjob_testbed.addons.target import TargetCluster
 from tfjob_testbed.controlplane.plane import ControlPlane, log_tail
 from tfjob_testbed.core.gobuild import KUEUE, ensure
 from tfjob_testbed.core.kube import Kubectl, wait_for
@@ -43,7 +43,7 @@ KEPT = (
     "ValidatingWebhookConfiguration",
 )
 # What docs/production.md ("Many clusters with MultiKueue") tells users to add on a manager.
-EXTERNAL_FRAMEWORKS = [{"name": name} for name in kueue.EXTERNAL_FRAMEWORKS]
+EXTERNAL_FRAMEWORKS = [{"name": name} for name in kueue_install.EXTERNAL_FRAMEWORKS]
 
 
 def manager_configuration() -> dict[str, Any]:
@@ -52,7 +52,7 @@ def manager_configuration() -> dict[str, Any]:
     default when none is listed): MultiKueue watches each one's kind on each worker, and takes
     a worker whose API lacks one, or whose identity may not watch it, for not connected (the
     chart's worker identity may watch TFJobs and Jobs)."""
-    integrations = kueue.configuration()["integrations"]
+    integrations = kueue_install.configuration()["integrations"]
     return {
         "integrations": {**integrations, "frameworks": ["batch/job"]},
         "multiKueue": {"externalFrameworks": EXTERNAL_FRAMEWORKS},
@@ -65,7 +65,7 @@ def process_configuration(
     """Kueue's configuration as the node's (`kueue.configuration`) plus `extra`, for a manager
     run as a process: its webhook on 127.0.0.1 with the plane's certificate, probes on
     loopback, no metrics endpoint, no leader election, its certificates not its own to make."""
-    return kueue.configuration(
+    return kueue_install.configuration(
         {
             **extra,
             "webhook": {"host": "127.0.0.1", "port": webhook_port, "certDir": str(certs)},
@@ -100,20 +100,21 @@ def adapt(documents: list[dict[str, Any]], url: str, ca: bytes) -> list[dict[str
     return kept
 
 
-def _rendered(cluster: Cluster, extra: dict[str, Any]) -> list[dict[str, Any]]:
+def _rendered(cluster: TargetCluster, extra: dict[str, Any]) -> list[dict[str, Any]]:
     """Kueue's chart rendered with the node's values (`kueue.chart_values`)."""
     with tempfile.NamedTemporaryFile("w", suffix=".yaml") as values:
-        yaml.safe_dump(kueue.chart_values(extra), values)
+        yaml.safe_dump(kueue_install.chart_values(extra), values)
         values.flush()
         out = cluster.helm(
-            "template", kueue.RELEASE, str(kueue.chart()), "--namespace", kueue.NAMESPACE,
+            "template", kueue_install.RELEASE, str(kueue_install.chart()),
+            "--namespace", kueue_install.NAMESPACE,
             "--values", values.name,
         ).stdout  # fmt: skip
     return [d for d in yaml.safe_load_all(out) if d]
 
 
 def run_kueue(
-    plane: ControlPlane, cluster: Cluster, extra: dict[str, Any], timeout: float = 120
+    plane: ControlPlane, cluster: TargetCluster, extra: dict[str, Any], timeout: float = 120
 ) -> None:
     """Kueue's manager as a process of `plane` (`cluster` is kubectl and helm on it), with the
     node's configuration plus `extra`; returns once its webhooks admit an object."""
@@ -134,7 +135,7 @@ def run_kueue(
     cluster.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(crds))
     kubectl = Kubectl(ensure_tools().kubectl, plane.kubeconfig)
     kubectl.wait_established(*(d["metadata"]["name"] for d in crds), timeout=timeout)
-    cluster.kubectl("create", "namespace", kueue.NAMESPACE, check=False)
+    cluster.kubectl("create", "namespace", kueue_install.NAMESPACE, check=False)
     manager = [
         str(ensure(KUEUE) / "manager"),
         f"--config={config}",
@@ -148,7 +149,7 @@ def run_kueue(
     )
     hooks = [d for d in docs if d["kind"] != "CustomResourceDefinition"]
     cluster.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(hooks))
-    probe = yaml.safe_dump(kueue.flavor("webhook-probe", {}))
+    probe = yaml.safe_dump(kueue_install.flavor("webhook-probe", {}))
     pid = plane.processes()["kueue"]
 
     def answers() -> bool:
@@ -211,7 +212,7 @@ def kubeconfig_secret(name: str, kubeconfig: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": {"name": name, "namespace": kueue.NAMESPACE},
+        "metadata": {"name": name, "namespace": kueue_install.NAMESPACE},
         "stringData": {"kubeconfig": kubeconfig},
     }
 
@@ -219,16 +220,16 @@ def kubeconfig_secret(name: str, kubeconfig: str) -> dict[str, Any]:
 def worker(name: str, secret: str) -> dict[str, Any]:
     """A MultiKueueCluster: a worker reached through the kubeconfig in `secret`."""
     source = {"kubeConfig": {"location": secret, "locationType": "Secret"}}
-    return kueue.kueue_object("MultiKueueCluster", name, {"clusterSource": source})
+    return kueue_install.kueue_object("MultiKueueCluster", name, {"clusterSource": source})
 
 
 def config(name: str, clusters: list[str]) -> dict[str, Any]:
-    return kueue.kueue_object("MultiKueueConfig", name, {"clusters": clusters})
+    return kueue_install.kueue_object("MultiKueueConfig", name, {"clusters": clusters})
 
 
 def admission_check(name: str, config_name: str) -> dict[str, Any]:
     """The AdmissionCheck a ClusterQueue names to dispatch its Workloads to the workers."""
-    parameters = {"apiGroup": kueue.GROUP, "kind": "MultiKueueConfig", "name": config_name}
-    return kueue.kueue_object(
+    parameters = {"apiGroup": kueue_install.GROUP, "kind": "MultiKueueConfig", "name": config_name}
+    return kueue_install.kueue_object(
         "AdmissionCheck", name, {"controllerName": CONTROLLER, "parameters": parameters}
     )

@@ -7,7 +7,7 @@ chart's default plus what docs/production.md tells users to add.
 Also Kueue's CRDs as its release ships them (for the API-server tests, which run no Kueue), and
 the Kueue objects the tests make: flavors, queues, priority classes, a topology.
 
-Usage: ``python -m tfjob_testbed.addons.kueue`` builds the manager and its image (cached).
+Usage: ``python -m tfjob_testbed.addons.kueue_install`` builds the manager and its image (cached).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from tfjob_testbed.addons.leftovers import delete_all, let_go
-from tfjob_testbed.addons.target import Cluster
+from tfjob_testbed.addons.target import TargetCluster
 from tfjob_testbed.core.gobuild import KUEUE, ensure, module_source
 from tfjob_testbed.core.kube import wait_for
 from tfjob_testbed.images import podman
@@ -95,7 +95,9 @@ def chart_values(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     }
 
 
-def install(cluster: Cluster, extra: dict[str, Any] | None = None, timeout: float = 300) -> None:
+def install(
+    cluster: TargetCluster, extra: dict[str, Any] | None = None, timeout: float = 300
+) -> None:
     """Kueue's chart on the bed's cluster (or upgraded to `extra`'s configuration), the image
     imported into the node's containerd; returns once its webhooks answer."""
     built = build_image()
@@ -134,7 +136,7 @@ CLUSTER_KINDS = ("clusterqueues", "cohorts", "resourceflavors", "topologies",
                  "workloadpriorityclasses")  # fmt: skip
 
 
-def uninstall(cluster: Cluster, timeout: float = 300) -> None:
+def uninstall(cluster: TargetCluster, timeout: float = 300) -> None:
     """Every Kueue object deleted while its manager still takes their finalizers off (those it
     keeps longer are let go), then the chart, with its webhooks and CRDs."""
     kinds = [f"{k}.{GROUP}" for k in (*NAMESPACED_KINDS, *CLUSTER_KINDS)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tfjob_operator.cli.output import is_chatter, summary_lines
+from tfjob_operator.cli.printing import is_chatter, summary_lines
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,8 @@ What this host needs beside kind's defaults, and nothing more:
 
 Usage::
 
-    python -m tfjob_testbed.kind.cluster up [--name N]   # prints the kubeconfig's path
-    python -m tfjob_testbed.kind.cluster down [--name N]
+    python -m tfjob_testbed.kind.kind_cluster up [--name N]   # prints the kubeconfig's path
+    python -m tfjob_testbed.kind.kind_cluster down [--name N]
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tfjob_testbed.addons import kueue
-from tfjob_testbed.cluster import Cluster, install_chart
+from tfjob_testbed.addons import kueue_install
 from tfjob_testbed.core.paths import cache_dir
 from tfjob_testbed.core.tools import ensure_tools
 from tfjob_testbed.images import example, podman
 from tfjob_testbed.kind import nodeimage, parts
+from tfjob_testbed.operator_cluster import OperatorCluster, install_chart
 
 DEFAULT_NAME = "tfjob-e2e"
 MODULES = Path("/lib/modules")
@@ -127,7 +127,7 @@ class KindCluster:
         return subprocess.run(["podman", *args], capture_output=True, text=True,
                               env=provider_env())  # fmt: skip
 
-    def up(self, addons: bool = False) -> Cluster:
+    def up(self, addons: bool = False) -> OperatorCluster:
         """Node image, cluster, images, chart: returns once the operator is Available. With
         `addons`, the images the node tests install beside it (Kueue's, the user-model
         example's) are loaded too: no registry serves them."""
@@ -135,7 +135,7 @@ class KindCluster:
         image = nodeimage.build()
         built = podman.build_all()
         if addons:
-            built += [kueue.build_image(), example.build()]
+            built += [kueue_install.build_image(), example.build()]
         self.timings["node image and project images"] = time.monotonic() - t0
         kind_dir().mkdir(parents=True, exist_ok=True)
         if not MODULES.exists():
@@ -154,7 +154,7 @@ class KindCluster:
             self.kind("create", "cluster", "--config", str(config), "--image", image,
                       "--kubeconfig", str(self.kubeconfig), "--wait", "180s")  # fmt: skip
             self.timings["kind create cluster"] = time.monotonic() - t1
-            cluster = Cluster.existing(self.kubeconfig)
+            cluster = OperatorCluster.existing(self.kubeconfig)
             t2 = time.monotonic()
             for archive in (b.archive for b in built):
                 self.kind("load", "image-archive", str(archive), "--name", self.name)
@@ -214,7 +214,7 @@ class KindCluster:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tfjob_testbed.kind.cluster")
+    parser = argparse.ArgumentParser(prog="python -m tfjob_testbed.kind.kind_cluster")
     parser.add_argument("action", choices=("up", "down"))
     parser.add_argument("--name", default=DEFAULT_NAME)
     parser.add_argument(

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.node.helpers import (
+from tests.node.cluster_reads import (
     POD_WAIT,
     RESTORED,
     STEP,
@@ -34,9 +34,9 @@ from tests.node.helpers import (
     wait_ended,
 )
 from tfjob_protocol.stop import EXIT_STOPPED
-from tfjob_testbed.cluster import Cluster
 from tfjob_testbed.core.kube import wait_for
-from tfjob_testbed.project.cli import tfjob_cli
+from tfjob_testbed.operator_cluster import OperatorCluster
+from tfjob_testbed.project.tfjob_cli import tfjob_cli
 
 pytestmark = pytest.mark.node
 JOB = "stops"
@@ -64,7 +64,7 @@ def labels(replica_type: str) -> str:
 class Run:
     """The job's chief, followed run after run."""
 
-    def __init__(self, cluster: Cluster, namespace: str) -> None:
+    def __init__(self, cluster: OperatorCluster, namespace: str) -> None:
         self.cluster, self.namespace = cluster, namespace
         self.log = follow(cluster, CHIEF, namespace)
         self.stops = 0
@@ -128,7 +128,7 @@ def _restarted(statuses: list[dict[str, Any]]) -> bool:
     return any(t.get("exitCode") == EXIT_STOPPED for t in last)
 
 
-def start(cluster: Cluster, namespace: str, target: int) -> Run:
+def start(cluster: OperatorCluster, namespace: str, target: int) -> Run:
     """The job, applied, with its chief followed."""
     job = fast_job(JOB, "mnist-ps", f"--steps={target}", f"--checkpoint-every={target}")
     job["spec"].setdefault("runPolicy", {})["terminationGracePeriodSeconds"] = GRACE
@@ -145,7 +145,9 @@ def finish(run: Run, target: int) -> None:
 
 
 @pytest.mark.smoke
-def test_the_chiefs_pod_deleted_by_hand_loses_no_step(cluster: Cluster, namespace: str) -> None:
+def test_the_chiefs_pod_deleted_by_hand_loses_no_step(
+    cluster: OperatorCluster, namespace: str
+) -> None:
     """One stop on request, the one that asks least of the rest of the bed (make test); the
     next test goes through every other one on one job."""
     run = start(cluster, namespace, ONE_STOP_TARGET)
@@ -156,7 +158,9 @@ def test_the_chiefs_pod_deleted_by_hand_loses_no_step(cluster: Cluster, namespac
     finish(run, ONE_STOP_TARGET)
 
 
-def test_every_other_stop_on_request_loses_no_step(cluster: Cluster, namespace: str) -> None:
+def test_every_other_stop_on_request_loses_no_step(
+    cluster: OperatorCluster, namespace: str
+) -> None:
     run = start(cluster, namespace, TARGET)
     # The node the job runs on: the real node's, or kind's.
     node_name = pod(cluster, CHIEF, namespace)["spec"]["nodeName"]
@@ -228,13 +232,13 @@ def test_every_other_stop_on_request_loses_no_step(cluster: Cluster, namespace: 
     finish(run, TARGET)
 
 
-def _pod_uid(cluster: Cluster, namespace: str, name: str) -> str | None:
+def _pod_uid(cluster: OperatorCluster, namespace: str, name: str) -> str | None:
     found = cluster.get("pods", "-n", namespace, "--field-selector", f"metadata.name={name}")
     items = found["items"]
     return str(items[0]["metadata"]["uid"]) if items else None
 
 
-def _pods(cluster: Cluster, namespace: str) -> dict[str, tuple[str, int]]:
+def _pods(cluster: OperatorCluster, namespace: str) -> dict[str, tuple[str, int]]:
     """The job's pods: name -> (uid, restarts of the container)."""
     found = job_pods(cluster, namespace, JOB)
     return {
@@ -246,7 +250,7 @@ def _pods(cluster: Cluster, namespace: str) -> dict[str, tuple[str, int]]:
     }
 
 
-def _running_uid(cluster: Cluster, namespace: str, name: str) -> str | None:
+def _running_uid(cluster: OperatorCluster, namespace: str, name: str) -> str | None:
     """The uid of the pod named `name` once its container runs."""
     found = cluster.get("pods", "-n", namespace, "--field-selector", f"metadata.name={name}")
     running = [

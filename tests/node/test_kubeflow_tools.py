@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from tests.node.addons import GONE_WAIT, KUBEFLOW_API_VERSION, KUBEFLOW_CRD
-from tests.node.helpers import (
+from tests.node.cluster_reads import (
     FAST,
     POD_WAIT,
     RESTORED,
@@ -34,11 +34,11 @@ from tests.node.helpers import (
 )
 from tfjob_operator.rules import kubeflow as kf
 from tfjob_testbed.addons import kubeflow_sdk
-from tfjob_testbed.cluster import Cluster
 from tfjob_testbed.core.jobs import example
 from tfjob_testbed.core.kube import wait_for
 from tfjob_testbed.core.paths import ROOT
 from tfjob_testbed.images.podman import app_version
+from tfjob_testbed.operator_cluster import OperatorCluster
 
 pytestmark = pytest.mark.node
 
@@ -53,11 +53,11 @@ PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff")
 # ---- reading a kubeflow.org job and its children through kubectl -----------------------------
 
 
-def tfjob(cluster: Cluster, name: str, namespace: str) -> dict[str, Any]:
+def tfjob(cluster: OperatorCluster, name: str, namespace: str) -> dict[str, Any]:
     return cluster.get(TFJOBS, name, "-n", namespace)
 
 
-def by_job(cluster: Cluster, kind: str, job: str, namespace: str) -> list[dict[str, Any]]:
+def by_job(cluster: OperatorCluster, kind: str, job: str, namespace: str) -> list[dict[str, Any]]:
     """The job's children of one kind, found by Kubeflow's job-name label as its clients do."""
     selector = f"{kf.JOB_NAME}={job}"
     return cluster.get(kind, "-n", namespace, "-l", selector).get("items", [])
@@ -67,7 +67,7 @@ def names(objs: list[dict[str, Any]]) -> set[str]:
     return {o["metadata"]["name"] for o in objs}
 
 
-def wait_children_gone(cluster: Cluster, job: str, namespace: str) -> None:
+def wait_children_gone(cluster: OperatorCluster, job: str, namespace: str) -> None:
     """Until the job's StatefulSets, Services and pods are all gone (owner references)."""
 
     def gone() -> bool:
@@ -204,7 +204,7 @@ print("SDK-RESULT " + json.dumps({"gone": gone, "listed": listed}))
 
 @pytest.mark.smoke
 def test_training_sdk_drives_a_whole_job(
-    cluster: Cluster, kubeflow_operator: str, namespace: str
+    cluster: OperatorCluster, kubeflow_operator: str, namespace: str
 ) -> None:
     job = "sdk-mnist"
     args = ["--strategy=multi-worker-mirrored", *FAST]
@@ -282,7 +282,7 @@ print("SDK-RESULT " + json.dumps({rt: rs.replicas for rt, rs in got.spec.tf_repl
 
 
 def test_training_sdk_update_job_resizes_a_running_job_losing_no_step(
-    cluster: Cluster, kubeflow_operator: str, namespace: str
+    cluster: OperatorCluster, kubeflow_operator: str, namespace: str
 ) -> None:
     """Workers 2 -> 3 through `update_job` mid-training: every task stops at once, the chief
     saves the step it is on, and the new cluster resumes there and ends at the exact target."""
@@ -405,7 +405,7 @@ print("SDK-RESULT " + json.dumps(out))
 
 
 def test_training_sdk_train_func_on_the_trainer_image(
-    cluster: Cluster, kubeflow_operator: str, namespace: str
+    cluster: OperatorCluster, kubeflow_operator: str, namespace: str
 ) -> None:
     job, marker = "sdk-func", "sdk-train-func"
     run = kubeflow_sdk.run_script(
@@ -504,7 +504,7 @@ def host_paths() -> Iterator[None]:
 
 @pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.stem)
 def test_kubeflow_manifest_as_written_gets_its_pods(
-    cluster: Cluster, kubeflow_operator: str, namespace: str, host_paths: None, path: Path
+    cluster: OperatorCluster, kubeflow_operator: str, namespace: str, host_paths: None, path: Path
 ) -> None:
     body: dict[str, Any] = yaml.safe_load(path.read_text())
     if body["apiVersion"] != API_VERSION:  # the corpus is being turned back to its original
@@ -518,7 +518,7 @@ def test_kubeflow_manifest_as_written_gets_its_pods(
         _delete_at_once(cluster, job, namespace)
 
 
-def _delete_at_once(cluster: Cluster, job: str, namespace: str) -> None:
+def _delete_at_once(cluster: OperatorCluster, job: str, namespace: str) -> None:
     """Delete the job and let its pods go without their grace period: a pod whose kubelet is
     busy pulling an image it cannot reach takes about a minute to terminate, and the next
     manifest's pods would pile up meanwhile."""
@@ -535,7 +535,9 @@ def _delete_at_once(cluster: Cluster, job: str, namespace: str) -> None:
     wait_children_gone(cluster, job, namespace)
 
 
-def _check_manifest(cluster: Cluster, body: dict[str, Any], namespace: str, stem: str) -> None:
+def _check_manifest(
+    cluster: OperatorCluster, body: dict[str, Any], namespace: str, stem: str
+) -> None:
     job = body["metadata"]["name"]
 
     def conditions() -> dict[str, dict[str, Any]]:

@@ -3,7 +3,7 @@ no Kueue running: Kueue's part (its AdmissionCheck, the Workload it makes on a w
 admission) is written as Kueue writes it. The CRD's rule on `spec.managedBy`; on a manager, a
 job whose LocalQueue dispatches with MultiKueue gets the field and its Workload, nothing else;
 on a worker, the copy takes the Workload Kueue made for it. Kueue itself, across a manager and
-two workers: tests/node/test_multikueue.py."""
+two workers: tests/node/test_multikueue_clusters.py."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ import json
 import kubernetes
 import pytest
 
-from tests.integration.helpers import CHILD_WAIT
 from tests.integration.test_kueue import queued_job, the_workload, workloads
+from tests.integration.user_view import CHILD_WAIT
 from tfjob_operator.api.spec import GROUP, MULTIKUEUE, PLURAL, VERSION
 from tfjob_operator.rules import kueue
 from tfjob_operator.rules import status as st
 from tfjob_operator.rules.kueue import multikueue as mk
-from tfjob_testbed.addons import kueue as kq
-from tfjob_testbed.addons import multikueue
+from tfjob_testbed.addons import kueue_install as kq
+from tfjob_testbed.addons import multikueue_install
 from tfjob_testbed.core.kube import wait_for
 
 pytestmark = pytest.mark.integration
@@ -71,7 +71,7 @@ def test_managed_by_is_set_once_before_the_job_starts_and_never_changes(operator
 def multikueue_queue(kueue_crds, custom, ns):
     """A LocalQueue `team-a` whose ClusterQueue dispatches with MultiKueue, as a manager
     cluster's admin makes them (the MultiKueueConfig itself is not read by the operator)."""
-    check = multikueue.admission_check(f"mk-{ns}", "workers")
+    check = multikueue_install.admission_check(f"mk-{ns}", "workers")
     cq = kq.cluster_queue(
         f"cq-{ns}",
         {"on-demand": {"cpu": "10"}},

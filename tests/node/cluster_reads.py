@@ -10,9 +10,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from tfjob_testbed.cluster import CHART, NAMESPACE, RELEASE, Cluster
 from tfjob_testbed.core.jobs import example
 from tfjob_testbed.core.kube import wait_for
+from tfjob_testbed.operator_cluster import CHART, NAMESPACE, RELEASE, OperatorCluster
 
 LEASE = "tfjob-operator-leader"  # the chart's: <release fullname>-leader
 LEASE_DURATION = 15.0  # the chart's default
@@ -50,7 +50,7 @@ def is_true(status: dict[str, Any], kind: str) -> bool:
 
 
 def wait_ended(
-    cluster: Cluster,
+    cluster: OperatorCluster,
     name: str,
     namespace: str,
     want: str = "Succeeded",
@@ -71,14 +71,14 @@ def wait_ended(
     return wait_for(ended, timeout, f"{name} {want}", interval=0.5)
 
 
-def established(cluster: Cluster, crd: str) -> bool:
+def established(cluster: OperatorCluster, crd: str) -> bool:
     """Whether the CRD is Established (not `kubectl wait`: it fails on a CRD whose status has
     no conditions yet, as it has done under load; see `Kubectl.wait_established`)."""
     conditions = (cluster.get("crd", crd).get("status") or {}).get("conditions") or []
     return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
 
-def pod(cluster: Cluster, name: str, namespace: str) -> dict[str, Any]:
+def pod(cluster: OperatorCluster, name: str, namespace: str) -> dict[str, Any]:
     return cluster.get("pod", name, "-n", namespace)
 
 
@@ -93,7 +93,7 @@ def newest_step(log: str) -> int:
     return int(steps[-1]) if steps else 0
 
 
-def wait_step(cluster: Cluster, pod_: str, namespace: str, step: int) -> str:
+def wait_step(cluster: OperatorCluster, pod_: str, namespace: str, step: int) -> str:
     """Wait for the pod's current run to log a step at or past `step`; return its log."""
 
     def reached() -> str | None:
@@ -103,7 +103,7 @@ def wait_step(cluster: Cluster, pod_: str, namespace: str, step: int) -> str:
     return wait_for(reached, TRAIN_WAIT, f"{pod_} to log step {step}", interval=0.3)
 
 
-def children(cluster: Cluster, job: str, namespace: str) -> dict[tuple[str, str], str]:
+def children(cluster: OperatorCluster, job: str, namespace: str) -> dict[tuple[str, str], str]:
     """Every child of the job by (kind, name), with its uid: a re-created child shows."""
     found = {}
     for kind in ("statefulsets", "services", "persistentvolumeclaims"):
@@ -113,12 +113,12 @@ def children(cluster: Cluster, job: str, namespace: str) -> dict[tuple[str, str]
     return found
 
 
-def job_pods(cluster: Cluster, namespace: str, job: str) -> list[dict[str, Any]]:
+def job_pods(cluster: OperatorCluster, namespace: str, job: str) -> list[dict[str, Any]]:
     """The pods of a `tfjob.dev` job, by its label."""
     return cluster.get("pods", "-n", namespace, "-l", f"tfjob.dev/job-name={job}")["items"]
 
 
-def assert_scaled_down(cluster: Cluster, job: str, namespace: str) -> None:
+def assert_scaled_down(cluster: OperatorCluster, job: str, namespace: str) -> None:
     def down() -> bool:
         sets = cluster.get("statefulsets", "-n", namespace, "-l", f"tfjob.dev/job-name={job}")
         return bool(sets["items"]) and all(s["spec"]["replicas"] == 0 for s in sets["items"])
@@ -136,7 +136,7 @@ for top, _, files in os.walk(sys.argv[1]):
 """
 
 
-def claim_files(cluster: Cluster, claim: str, namespace: str) -> dict[str, tuple[int, int]]:
+def claim_files(cluster: OperatorCluster, claim: str, namespace: str) -> dict[str, tuple[int, int]]:
     """relative path -> (uid, size) of every file on a claim, read by a pod that mounts it
     read-only (the trainer image's python), as a user would look on any cluster."""
     reader = f"read-{claim}"[:63]
@@ -184,7 +184,7 @@ class FollowedLog:
     pods go at the scale-down that follows success)."""
 
     def __init__(
-        self, cluster: Cluster, pod_: str, namespace: str, container_: str | None = None
+        self, cluster: OperatorCluster, pod_: str, namespace: str, container_: str | None = None
     ) -> None:
         which = ["-c", container_] if container_ else []
         self.proc = subprocess.Popen(
@@ -228,7 +228,7 @@ class FollowedLog:
         return wait_for(holds, timeout, what)
 
 
-def follow(cluster: Cluster, pod_: str, namespace: str, restarts: int = 0) -> FollowedLog:
+def follow(cluster: OperatorCluster, pod_: str, namespace: str, restarts: int = 0) -> FollowedLog:
     """Follow the pod's container from its start, once its run number `restarts` runs."""
 
     def runs() -> bool:
@@ -252,13 +252,13 @@ def wait_halfway_past_a_checkpoint(log: FollowedLog) -> None:
     )
 
 
-def has_exited(cluster: Cluster, pod_: str, namespace: str) -> bool:
+def has_exited(cluster: OperatorCluster, pod_: str, namespace: str) -> bool:
     """Whether the pod's tensorflow container has ended at least once."""
     c = container(pod(cluster, pod_, namespace))
     return "terminated" in c.get("state", {}) or "terminated" in c.get("lastState", {})
 
 
-def helm_operator(cluster: Cluster, *sets: str) -> None:
+def helm_operator(cluster: OperatorCluster, *sets: str) -> None:
     """The operator's release as it is, with `sets`; returns once the new operator pods have
     replaced the old ones."""
     args = [a for s in sets for a in ("--set", s)]
@@ -269,7 +269,7 @@ def helm_operator(cluster: Cluster, *sets: str) -> None:
     cluster.kubectl("rollout", "status", "deployment", "--namespace", NAMESPACE, "--timeout=300s")
 
 
-def operator_pods(cluster: Cluster) -> list[str]:
+def operator_pods(cluster: OperatorCluster) -> list[str]:
     """The names of the operator's pods that are not going away: neither being deleted nor
     ended (a pod the kubelet evicted, under disk pressure say, stays as Succeeded or Failed
     while its ReplicaSet runs a new one)."""
@@ -282,11 +282,11 @@ def operator_pods(cluster: Cluster) -> list[str]:
     ]
 
 
-def lease(cluster: Cluster) -> dict:
+def lease(cluster: OperatorCluster) -> dict:
     return cluster.get("lease", LEASE, "-n", NAMESPACE).get("spec") or {}
 
 
-def lease_holder(cluster: Cluster) -> str:
+def lease_holder(cluster: OperatorCluster) -> str:
     """The identity in the Lease: `<pod>_<random>`, a new one for each process."""
     return lease(cluster).get("holderIdentity") or ""
 
