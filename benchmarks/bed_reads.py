@@ -12,7 +12,8 @@ import resource
 import time
 from collections.abc import Callable
 
-from tfjob_testbed.controlplane.plane import ControlPlane, ensure_binaries
+from tfjob_testbed.controlplane.binaries import ensure_binaries
+from tfjob_testbed.controlplane.plane import ControlPlane
 from tfjob_testbed.core.jobs import tfjob
 from tfjob_testbed.core.kube import Kubectl
 from tfjob_testbed.core.paths import scratch_dir

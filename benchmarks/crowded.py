@@ -23,9 +23,12 @@ from typing import Any
 
 import kubernetes
 from create_jobs import create_at_once
-from operator_scale import Sample, report_pods, table, wait_states
+from scale_measure import Sample
+from scale_report import table
+from scale_run import report_pods, wait_states
 
-from tfjob_testbed.controlplane.plane import ControlPlane, ensure_binaries
+from tfjob_testbed.controlplane.binaries import ensure_binaries
+from tfjob_testbed.controlplane.plane import ControlPlane
 from tfjob_testbed.core.kube import Kubectl, wait_for
 from tfjob_testbed.core.paths import scratch_dir
 from tfjob_testbed.core.tools import ensure_tools

@@ -30,7 +30,8 @@ from typing import Any
 
 import kubernetes
 from create_jobs import create_all, create_at_once, pct, rss_mb
-from operator_scale import Audit, Sample, audited_plane, cpu_seconds, settle
+from scale_measure import Audit, Sample, cpu_seconds, settle
+from scale_run import audited_plane
 
 from tfjob_testbed.core.kube import wait_for
 from tfjob_testbed.core.procs import free_port

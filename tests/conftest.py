@@ -9,7 +9,8 @@ from collections.abc import Iterator
 import kubernetes
 import pytest
 
-from tfjob_testbed.controlplane.plane import ControlPlane, ensure_binaries
+from tfjob_testbed.controlplane.binaries import ensure_binaries
+from tfjob_testbed.controlplane.plane import ControlPlane
 from tfjob_testbed.core.kube import Kubectl, Kubelet, wait_for
 from tfjob_testbed.core.tools import ensure_tools
 from tfjob_testbed.project.operator import OperatorProcess

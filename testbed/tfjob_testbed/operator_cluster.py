@@ -32,7 +32,8 @@ from tfjob_testbed.core.reads import ReadError, Reads
 from tfjob_testbed.core.signals import Interrupted, interrupt_on
 from tfjob_testbed.core.tools import Tools, ensure_tools
 from tfjob_testbed.images import podman
-from tfjob_testbed.nodes.node import Node, NodeError, leftovers, state_dir, teardown
+from tfjob_testbed.nodes.host import NodeError
+from tfjob_testbed.nodes.node import Node, leftovers, state_dir, teardown
 
 CHART = ROOT / "charts" / "tfjob-operator"
 RELEASE = "tfjob-operator"
@@ -62,7 +63,9 @@ class OperatorCluster:
         """A cluster brought up elsewhere (tests/e2e/kind.sh), the chart already installed."""
         return cls(None, ensure_tools(), {}, kubeconfig)
 
-    def kubectl(self, *args: str, check: bool = True, input: str | None = None):
+    def kubectl(
+        self, *args: str, check: bool = True, input: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
         return _tool(self.tools.kubectl, self.kubeconfig, *args, check=check, input=input)
 
     def helm(self, *args: str) -> subprocess.CompletedProcess[str]:
@@ -86,17 +89,22 @@ class OperatorCluster:
             if "NotFound" in proc.stderr:
                 return {}
             raise NodeError(f"kubectl get {' '.join(args)} failed: {proc.stderr.strip()}")
-        return json.loads(proc.stdout)
+        found: dict[str, Any] = json.loads(proc.stdout)
+        return found
 
     def tfjob_status(self, name: str, namespace: str) -> dict[str, Any]:
-        return self.get(f"tfjobs.{GROUP}", name, "-n", namespace).get("status") or {}
+        job = self.get(f"tfjobs.{GROUP}", name, "-n", namespace)
+        status: dict[str, Any] = job.get("status") or {}
+        return status
 
     def logs(self, pod: str, namespace: str) -> str:
         """The pod's log; "" while it cannot be read."""
         return self.reads.logs(pod, namespace)
 
 
-def _tool(binary: Path, kubeconfig: Path, *args: str, check: bool = True, input: str | None = None):
+def _tool(
+    binary: Path, kubeconfig: Path, *args: str, check: bool = True, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(
         [str(binary), "--kubeconfig", str(kubeconfig), *args],
         capture_output=True,

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import kubernetes
 
-from tfjob_testbed.controlplane.plane import ControlPlane, ensure_binaries
+from tfjob_testbed.controlplane.binaries import ensure_binaries
+from tfjob_testbed.controlplane.plane import ControlPlane
 from tfjob_testbed.core.kube import Kubectl
 from tfjob_testbed.core.paths import ROOT, scratch_dir
 from tfjob_testbed.core.tools import ensure_tools

@@ -1,10 +1,10 @@
 """The two images, built here by podman from the project's Dockerfile, and run.
 
 The unit tests read the Dockerfile; these run what it builds, on a local stand-in base (Debian's
-own Python 3.11, tfjob_testbed.images.podman), with no network in the container: what a cluster
-relies on (the user, the entrypoints, TensorFlow only in the trainer, MNIST baked in) is checked
-on the image itself. The first run builds for ~10 min (TensorFlow from PyPI); later runs reuse
-the cached layers and take seconds.
+own Python 3.11, tfjob_testbed.images.debian_base), with no network in the container: what a
+cluster relies on (the user, the entrypoints, TensorFlow only in the trainer, MNIST baked in) is
+checked on the image itself. The first run builds for ~10 min (TensorFlow from PyPI); later runs
+reuse the cached layers and take seconds.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tfjob_testbed.images import podman
+from tfjob_testbed.images import podman, podman_store
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,7 +35,14 @@ def run(
     image: podman.BuiltImage, *args: str, entrypoint: str | None = None, options: tuple = ()
 ) -> subprocess.CompletedProcess[str]:
     """`podman run --rm --network=none` of the image, output captured."""
-    cmd = [*podman.podman_command(), "run", "--rm", "--network=none", *podman.ULIMITS, *options]
+    cmd = [
+        *podman_store.podman_command(),
+        "run",
+        "--rm",
+        "--network=none",
+        *podman.ULIMITS,
+        *options,
+    ]
     if entrypoint is not None:
         cmd += ["--entrypoint", entrypoint]
     return subprocess.run(
@@ -94,7 +101,7 @@ def test_trainer_loads_tensorflow_and_baked_mnist_read_only(built) -> None:
 def test_gpu_tag_names_the_trainer_image(built) -> None:
     trainer = built["trainer"]
     assert trainer.tags[1].endswith("-gpu")
-    assert {podman.image_id(tag) for tag in trainer.tags} == {trainer.image_id}
+    assert {podman_store.image_id(tag) for tag in trainer.tags} == {trainer.image_id}
 
 
 @pytest.mark.parametrize("target", ["operator", "trainer"])

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tfjob_testbed.controlplane.plane import ControlPlane, ensure_binaries
+from tfjob_testbed.controlplane.binaries import ensure_binaries
+from tfjob_testbed.controlplane.plane import ControlPlane
 
 FLAGS = ["--kube-api-qps=50", "--kube-api-burst=75", "--concurrent-statefulset-syncs=7"]
 

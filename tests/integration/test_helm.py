@@ -19,7 +19,8 @@ import pytest
 import yaml
 
 from tfjob_operator.api import crd, rbac
-from tfjob_testbed.controlplane.plane import ControlPlane, ensure_binaries
+from tfjob_testbed.controlplane.binaries import ensure_binaries
+from tfjob_testbed.controlplane.plane import ControlPlane
 from tfjob_testbed.core.kube import Kubectl, wait_for
 from tfjob_testbed.core.tools import ensure_tools
 from tfjob_testbed.project.tfjob_cli import tfjob_cli

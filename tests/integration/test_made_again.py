@@ -12,7 +12,7 @@ import pytest
 
 from tests.integration.user_view import CHILD_WAIT
 from tfjob_operator.api.spec import GROUP, PLURAL, VERSION
-from tfjob_operator.controller.reconcile import EARLIER_OWNER
+from tfjob_operator.controller.refusals import EARLIER_OWNER
 from tfjob_testbed.core.jobs import tfjob
 from tfjob_testbed.core.kube import wait_for
 

@@ -25,7 +25,7 @@ from tests.node.cluster_reads import (
     wait_ended,
 )
 from tfjob_testbed.core.kube import wait_for
-from tfjob_testbed.nodes.realnode import GPUS
+from tfjob_testbed.nodes.nodeconfig import GPUS
 from tfjob_testbed.operator_cluster import OperatorCluster
 
 pytestmark = pytest.mark.node

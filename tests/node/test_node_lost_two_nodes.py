@@ -28,7 +28,8 @@ from tests.node.cluster_reads import (
     wait_halfway_past_a_checkpoint,
 )
 from tfjob_testbed.core.kube import wait_for
-from tfjob_testbed.nodes.node import NODE_NAME, ctr
+from tfjob_testbed.nodes.node import NODE_NAME
+from tfjob_testbed.nodes.realnode import ctr
 from tfjob_testbed.nodes.second_node import SecondNode
 from tfjob_testbed.operator_cluster import OperatorCluster
 

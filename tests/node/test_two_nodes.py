@@ -20,7 +20,7 @@ from tfjob_testbed.nodes import node as node_mod
 from tfjob_testbed.nodes import second_node as second_mod
 from tfjob_testbed.nodes.host import run
 from tfjob_testbed.nodes.node import Node
-from tfjob_testbed.nodes.realnode import bridge_mac
+from tfjob_testbed.nodes.nodeconfig import GPUS, bridge_mac
 from tfjob_testbed.nodes.second_node import SecondNode
 from tfjob_testbed.operator_cluster import OperatorCluster
 
@@ -152,7 +152,7 @@ def test_second_node_joins_ready_with_its_own_pod_range(
     two = nodes[second_node.name]
     assert {"type": "InternalIP", "address": second_mod.NODE_IP} in two["status"]["addresses"]
     assert two["metadata"]["labels"][HOSTNAME] == second_node.name
-    assert two["status"]["allocatable"]["nvidia.com/gpu"] == str(node_mod.GPUS)
+    assert two["status"]["allocatable"]["nvidia.com/gpu"] == str(GPUS)
     ready = [c for c in two["status"]["conditions"] if c["type"] == "Ready"]
     assert ready[0]["status"] == "True", ready
     # The release the bed builds, on the API server and on both nodes' kubelets.

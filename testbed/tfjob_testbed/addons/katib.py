@@ -22,7 +22,7 @@ from tfjob_testbed.addons.leftovers import delete_all, let_go
 from tfjob_testbed.addons.target import TargetCluster
 from tfjob_testbed.core.gobuild import KATIB, ensure, module_source
 from tfjob_testbed.core.kube import wait_for
-from tfjob_testbed.images import podman
+from tfjob_testbed.images import debian_base, docker_archive, podman, podman_store
 
 GROUP, VERSION = "kubeflow.org", "v1beta1"
 NAMESPACE = "kubeflow"  # where Katib's manifests put it
@@ -97,23 +97,23 @@ def postgres_image() -> podman.BuiltImage:
     digest.update(POSTGRES_ENTRYPOINT.encode())
 
     def run_build() -> None:
-        with tempfile.TemporaryDirectory(dir=podman.images_dir(), prefix="postgres-") as tmp:
+        with tempfile.TemporaryDirectory(dir=podman_store.images_dir(), prefix="postgres-") as tmp:
             rootfs, rootfs_tar = Path(tmp) / "rootfs", Path(tmp) / "rootfs.tar"
-            podman.debootstrap(rootfs, POSTGRES_PACKAGES, "debootstrap-postgres")
+            debian_base.debootstrap(rootfs, POSTGRES_PACKAGES, "debootstrap-postgres")
             entry = rootfs / "usr/local/bin/postgres-entrypoint"
             entry.write_text(POSTGRES_ENTRYPOINT)
             entry.chmod(0o755)
-            podman.tar_rootfs(rootfs, rootfs_tar)
-            podman.run(
+            debian_base.tar_rootfs(rootfs, rootfs_tar)
+            podman_store.run(
                 "import", "--change", "ENV PATH=/usr/local/bin:/usr/bin:/bin",
                 "--change", "ENV LANG=C.UTF-8",
                 "--change", 'ENTRYPOINT ["/usr/local/bin/postgres-entrypoint"]',
                 str(rootfs_tar), POSTGRES,
             )  # fmt: skip
 
-    with podman.locked():
+    with podman_store.locked():
         built = podman.stamped_build("katib-postgres", digest.hexdigest(), POSTGRES, run_build)
-        return podman.BuiltImage((POSTGRES,), built, podman.archive(built))
+        return podman.BuiltImage((POSTGRES,), built, docker_archive.archive(built))
 
 
 def manifests(cluster: TargetCluster) -> list[dict[str, Any]]:

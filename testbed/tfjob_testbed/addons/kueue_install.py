@@ -67,7 +67,7 @@ def configuration(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """Kueue's Configuration: the chart's default, the external framework our docs name, and
     `extra` (a test's waitForPodsReady, fairSharing, ...), merged at the top level."""
     values = yaml.safe_load((chart() / "values.yaml").read_text())
-    config = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
+    config: dict[str, Any] = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
     config["integrations"]["externalFrameworks"] = list(EXTERNAL_FRAMEWORKS)
     for key, value in (extra or {}).items():
         if isinstance(value, dict) and isinstance(config.get(key), dict):

@@ -28,7 +28,8 @@ import yaml
 
 from tfjob_testbed.addons import kueue_install
 from tfjob_testbed.addons.target import TargetCluster
-from tfjob_testbed.controlplane.plane import ControlPlane, log_tail
+from tfjob_testbed.controlplane.errors import log_tail
+from tfjob_testbed.controlplane.plane import ControlPlane
 from tfjob_testbed.core.gobuild import KUEUE, ensure
 from tfjob_testbed.core.kube import Kubectl, wait_for
 from tfjob_testbed.core.procs import alive, free_ports

@@ -119,7 +119,7 @@ def controller_manager_argv(
         f"--flex-volume-plugin-dir={flexvolume_dir}",
         "--controllers=*",
         # A lost node is NotReady ~20 s after its last status, for test speed (the
-        # default is 40 s); its kubelet posts every 4 s with a 20 s lease (nodes/realnode.py).
+        # default is 40 s); its kubelet posts every 4 s with a 20 s lease (nodes/nodeconfig.py).
         *(["--node-monitor-grace-period=20s"] if node else []),
         *([GANG_GATE] if gangs else []),
     ]

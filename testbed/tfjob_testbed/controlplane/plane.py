@@ -18,7 +18,6 @@ import contextlib
 import ctypes
 import json
 import os
-import secrets
 import shutil
 import signal
 import ssl
@@ -43,122 +42,11 @@ from tfjob_testbed.controlplane.argv import (
     etcd_argv,
     scheduler_argv,
 )
-from tfjob_testbed.core.gobuild import ETCD, KUBERNETES, KUBERNETES_OLDEST, Program, ensure
+from tfjob_testbed.controlplane.audit import AUDIT_POLICY
+from tfjob_testbed.controlplane.binaries import Binaries, ensure_binaries, node_binary
+from tfjob_testbed.controlplane.errors import ControlPlaneError, log_tail
+from tfjob_testbed.controlplane.pki import Pki
 from tfjob_testbed.core.procs import free_port, free_ports, terminate
-
-LOG_TAIL_LINES = 40
-# The API server's audit log keeps every write to what the operator writes, every read of
-# Events, and every list and watch (with its selectors), with the client's user agent:
-# evidence of which operator replica wrote what, and when, of how many requests a job costs,
-# and of what each watch asks for.
-AUDIT_POLICY = {
-    "apiVersion": "audit.k8s.io/v1",
-    "kind": "Policy",
-    "omitStages": ["RequestReceived"],
-    "rules": [
-        {
-            "level": "Metadata",
-            "verbs": ["create", "update", "patch", "delete"],
-            "resources": [
-                {"group": "tfjob.dev"},
-                {"group": "kubeflow.org"},
-                {"group": "apps", "resources": ["statefulsets"]},
-                # Pods themselves, not their status (which the tests' stand-in kubelet writes):
-                # the operator's patches of a pod's own Kubeflow labels.
-                {"group": "", "resources": ["pods"]},
-                {"group": "", "resources": ["services", "persistentvolumeclaims", "events"]},
-                {"group": "scheduling.volcano.sh"},
-                {"group": "scheduling.x-k8s.io"},
-                {"group": "scheduling.k8s.io", "resources": ["podgroups", "workloads"]},
-            ],
-        },
-        {"level": "Metadata", "verbs": ["get", "list"], "resources": [{"resources": ["events"]}]},
-        # Every list and watch, with its query: which selectors and pages each client sends.
-        {"level": "Metadata", "verbs": ["list", "watch"]},
-        {"level": "None"},
-    ],
-}
-# Every request of every client, for counting what a client sends (benchmarks/operator_scale.py);
-# each event names its client's user agent.
-AUDIT_EVERYTHING = {
-    "apiVersion": "audit.k8s.io/v1",
-    "kind": "Policy",
-    "omitStages": ["RequestReceived"],
-    "rules": [{"level": "Metadata"}],
-}
-
-
-@dataclass(frozen=True)
-class Binaries:
-    """Paths of the control-plane executables."""
-
-    etcd: Path
-    kube_apiserver: Path
-    kube_controller_manager: Path
-    gangs: bool = False  # the release has Kubernetes' own gang API (1.37+): turned on
-
-
-def kubernetes() -> Program:
-    """The release the bed runs: the newest, or with TFJOB_KUBERNETES=oldest the oldest one the
-    project claims (kube-apiserver and kube-controller-manager only: no node)."""
-    choice = os.environ.get("TFJOB_KUBERNETES", "newest")
-    if choice not in ("newest", "oldest"):
-        raise ControlPlaneError(f"TFJOB_KUBERNETES={choice!r}: expected newest or oldest")
-    return KUBERNETES_OLDEST if choice == "oldest" else KUBERNETES
-
-
-def node_binary(name: str) -> Path:
-    """A node's program of the newest release (kubelet, kube-proxy, kube-scheduler), built."""
-    ensure(KUBERNETES)
-    return KUBERNETES.path(name)
-
-
-def ensure_binaries() -> Binaries:
-    """Return usable binaries, building them on first use.
-
-    $KUBEBUILDER_ASSETS (as used by controller-runtime's envtest) wins when set;
-    such asset dirs usually lack kube-controller-manager, which is then built.
-    """
-    release = kubernetes()
-    assets = os.environ.get("KUBEBUILDER_ASSETS")
-    if not assets:
-        ensure(ETCD)
-        ensure(release)
-        return Binaries(
-            etcd=ETCD.path("etcd"),
-            kube_apiserver=release.path("kube-apiserver"),
-            kube_controller_manager=release.path("kube-controller-manager"),
-            gangs=release is KUBERNETES,
-        )
-    asset_dir = Path(assets)
-    for name in ("etcd", "kube-apiserver"):
-        if not os.access(asset_dir / name, os.X_OK):
-            raise FileNotFoundError(f"KUBEBUILDER_ASSETS={assets} has no executable {name}")
-    kcm = asset_dir / "kube-controller-manager"
-    if not os.access(kcm, os.X_OK):
-        ensure(release)
-        kcm = release.path("kube-controller-manager")
-    return Binaries(
-        etcd=asset_dir / "etcd",
-        kube_apiserver=asset_dir / "kube-apiserver",
-        kube_controller_manager=kcm,
-    )
-
-
-class ControlPlaneError(RuntimeError):
-    """The control plane failed to start; the message carries the relevant log tail."""
-
-
-def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    """Last lines of a log, led by earlier lines that usually explain an exit."""
-    try:
-        text = path.read_text(errors="replace")
-    except OSError as exc:
-        return f"(cannot read {path}: {exc})"
-    all_lines = text.splitlines()
-    head, tail = all_lines[:-lines], all_lines[-lines:]
-    causes = [line for line in head if line.startswith(("Error:", "F0", "F1", "panic:"))]
-    return "\n".join([*causes[-5:], *(["..."] if causes else []), *tail])
 
 
 def _b64(path: Path) -> str:
@@ -192,78 +80,6 @@ def _child_setup(parent_pid: int) -> Callable[[], None]:
                 os._exit(1)
 
     return setup
-
-
-class _Pki:
-    """Certificates and keys made with the openssl CLI (no Python crypto dependency)."""
-
-    def __init__(self, directory: Path) -> None:
-        self.dir = directory
-
-    def _openssl(self, *args: str) -> None:
-        proc = subprocess.run(["openssl", *args], capture_output=True, text=True, cwd=self.dir)
-        if proc.returncode != 0:
-            raise ControlPlaneError(f"openssl {' '.join(args)} failed:\n{proc.stderr}")
-
-    def _ec_key(self, name: str) -> Path:
-        key = self.dir / f"{name}.key"
-        self._openssl(
-            "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", str(key)
-        )
-        return key
-
-    def ca(self, name: str, cn: str) -> tuple[Path, Path]:
-        key = self._ec_key(name)
-        crt = self.dir / f"{name}.crt"
-        self._openssl(
-            "req", "-x509", "-new", "-key", str(key), "-out", str(crt), "-days", "3650",
-            "-subj", f"/CN={cn}",
-            "-addext", "basicConstraints=critical,CA:TRUE",
-            "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
-        )  # fmt: skip
-        return crt, key
-
-    def leaf(
-        self,
-        name: str,
-        subject: str,
-        ca: tuple[Path, Path],
-        *,
-        client: bool = False,
-        sans: list[str] | None = None,
-    ) -> tuple[Path, Path]:
-        """Issue a server (with SANs) or client certificate signed by ``ca``."""
-        key = self._ec_key(name)
-        csr = self.dir / f"{name}.csr"
-        crt = self.dir / f"{name}.crt"
-        ext = self.dir / f"{name}.ext"
-        lines = [
-            "basicConstraints=critical,CA:FALSE",
-            "keyUsage=critical,digitalSignature,keyEncipherment",
-            f"extendedKeyUsage={'clientAuth' if client else 'serverAuth'}",
-        ]
-        if sans:
-            lines.append("subjectAltName=" + ",".join(sans))
-        ext.write_text("\n".join(lines) + "\n")
-        self._openssl("req", "-new", "-key", str(key), "-out", str(csr), "-subj", subject)
-        self._openssl(
-            "x509", "-req", "-in", str(csr), "-CA", str(ca[0]), "-CAkey", str(ca[1]),
-            "-set_serial", "0x" + secrets.token_hex(16), "-days", "3650", "-sha256",
-            "-extfile", str(ext), "-out", str(crt),
-        )  # fmt: skip
-        csr.unlink()
-        ext.unlink()
-        return crt, key
-
-    def rsa_key_pair(self, name: str) -> tuple[Path, Path]:
-        """RSA pair for service-account tokens (RS256 is what every client expects)."""
-        key = self.dir / f"{name}.key"
-        pub = self.dir / f"{name}.pub"
-        self._openssl(
-            "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", str(key)
-        )
-        self._openssl("pkey", "-in", str(key), "-pubout", "-out", str(pub))
-        return pub, key
 
 
 @dataclass
@@ -436,7 +252,7 @@ class ControlPlane:
         """A server certificate and key signed by the plane's CA (which its API server trusts
         and `ca` names), for a webhook served beside it."""
         pki = self.workdir / "pki"
-        return _Pki(pki).leaf(name, f"/CN={name}", (pki / "ca.crt", pki / "ca.key"), sans=sans)
+        return Pki(pki).leaf(name, f"/CN={name}", (pki / "ca.crt", pki / "ca.key"), sans=sans)
 
     @property
     def ca(self) -> Path:
@@ -487,7 +303,7 @@ class ControlPlane:
         self._wait(time.monotonic() + 1, new, name, lambda: True)
 
     def _make_pki(self, pki_dir: Path) -> Certs:
-        pki = _Pki(pki_dir)
+        pki = Pki(pki_dir)
         ca = pki.ca("ca", "tfjob-test-ca")
         front_proxy_ca = pki.ca("front-proxy-ca", "tfjob-test-front-proxy-ca")
         service_ip = SERVICE_CLUSTER_IP_RANGE.rsplit(".", 1)[0] + ".1"

@@ -16,7 +16,7 @@ EXAMPLES = ROOT / "manifests" / "examples"
 def example(file: str, name: str, extra_args: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
     """A shipped example (`manifests/examples/<file>.yaml`) renamed, with arguments appended to
     every container's (the trainer takes the last value of a repeated flag)."""
-    job = yaml.safe_load((EXAMPLES / f"{file}.yaml").read_text())
+    job: dict[str, Any] = yaml.safe_load((EXAMPLES / f"{file}.yaml").read_text())
     job["metadata"]["name"] = name
     for rs in job["spec"]["tfReplicaSpecs"].values():
         for c in rs["template"]["spec"]["containers"]:
@@ -24,8 +24,10 @@ def example(file: str, name: str, extra_args: list[str] | tuple[str, ...] = ()) 
     return job
 
 
-def template(image: str = "python:3.11", command: list[str] | None = None, **container: Any):
-    c = {"name": "tensorflow", "image": image, **container}
+def template(
+    image: str = "python:3.11", command: list[str] | None = None, **container: Any
+) -> dict[str, Any]:
+    c: dict[str, Any] = {"name": "tensorflow", "image": image, **container}
     if command is not None:
         c["command"] = command
     return {"spec": {"containers": [c]}}

@@ -24,9 +24,10 @@ def wait_for(check: Callable[[], T], timeout: float, what: str, interval: float 
     last: Any = None
     while True:
         try:
-            last = check()
-            if last:
-                return last
+            answer = check()
+            last = answer
+            if answer:
+                return answer
         except kubernetes.client.ApiException as e:
             last = f"{e.status} {e.reason}"
         if time.monotonic() > deadline:
@@ -38,7 +39,9 @@ class Kubectl:
     def __init__(self, binary: Path, kubeconfig: Path) -> None:
         self.binary, self.kubeconfig = binary, kubeconfig
 
-    def run(self, *args: str, input: str | None = None, check: bool = True):
+    def run(
+        self, *args: str, input: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(
             [str(self.binary), "--kubeconfig", str(self.kubeconfig), *args],
             input=input,

@@ -1,9 +1,9 @@
 """The example user project's image (examples/tabular/Dockerfile), built with podman FROM the
 trainer image built here, as a user builds theirs FROM the released one.
 
-It shares `podman.py`'s podman storage, lock and archive format, so the real node imports it like
-the project's own images. Cached: with the example's files and the trainer image unchanged, the
-image is neither rebuilt nor saved again.
+It shares the project images' podman storage and lock (`podman_store`) and archive format
+(`docker_archive`), so the real node imports it like the project's own images. Cached: with the
+example's files and the trainer image unchanged, the image is neither rebuilt nor saved again.
 
 Usage::
 
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from tfjob_testbed.core.paths import ROOT
-from tfjob_testbed.images import podman
+from tfjob_testbed.images import docker_archive, podman, podman_store
 
 EXAMPLE = ROOT / "examples" / "tabular"
 NAME = "tabular-example"
@@ -52,13 +52,13 @@ def build() -> podman.BuiltImage:
     """Build the example image on the trainer image (building that first if needed), cached,
     and save it to an archive for `ctr images import`."""
     trainer_tags = podman.image_tags()["trainer"]
-    with podman.locked():
+    with podman_store.locked():
         trainer_id = podman.build("trainer", trainer_tags)
         built = podman.stamped_build(
             NAME,
             build_key(trainer_id),
             tag(),
-            lambda: podman.run(
+            lambda: podman_store.run(
                 "build",
                 "--file", str(EXAMPLE / "Dockerfile"),
                 # The tag, not the ID: podman resolves it in its own storage, --pull=never.
@@ -69,10 +69,10 @@ def build() -> podman.BuiltImage:
                 *podman.ULIMITS,
                 "--tag", tag(),
                 str(EXAMPLE),
-                log=podman.images_dir() / "logs" / f"build-{NAME}.log",
+                log=podman_store.images_dir() / "logs" / f"build-{NAME}.log",
             ),
         )  # fmt: skip
-        return podman.BuiltImage((tag(),), built, podman.archive(built))
+        return podman.BuiltImage((tag(),), built, docker_archive.archive(built))
 
 
 def _main() -> int:

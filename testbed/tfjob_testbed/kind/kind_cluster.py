@@ -31,7 +31,7 @@ from pathlib import Path
 from tfjob_testbed.addons import kueue_install
 from tfjob_testbed.core.paths import cache_dir
 from tfjob_testbed.core.tools import ensure_tools
-from tfjob_testbed.images import example, podman
+from tfjob_testbed.images import example, podman, podman_store
 from tfjob_testbed.kind import nodeimage, parts
 from tfjob_testbed.operator_cluster import OperatorCluster, install_chart
 
@@ -56,11 +56,12 @@ def provider_env() -> dict[str, str]:
     podman_dir = cache_dir() / "podman"
     (home / "networks").mkdir(exist_ok=True)
     containers = home / "containers.conf"
+    podman_argv = podman_store.podman_command()
     containers.write_text(
         "[containers]\n"
         'default_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]\n'
         "[engine]\n"
-        f'runtime = "{podman.podman_command()[podman.podman_command().index("--runtime") + 1]}"\n'
+        f'runtime = "{podman_argv[podman_argv.index("--runtime") + 1]}"\n'
         'cgroup_manager = "cgroupfs"\n'
         'events_logger = "file"\n'
         "[network]\n"

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from tfjob_testbed.core import gobuild
 from tfjob_testbed.core.pause import compile_pause
-from tfjob_testbed.images import podman
+from tfjob_testbed.images import debian_base, podman, podman_store
 from tfjob_testbed.kind import parts
 
 # Bump when the assembly changes in a way the inputs' digests do not show.
@@ -95,9 +95,9 @@ def build() -> str:
     )
     wanted = parts.components(kubeadm_images, storage_images, cni_image())
     pause_image = next(c.image for c in wanted if c.binary == "pause")
-    with podman.locked():
+    with podman_store.locked():
         tools = _tools_image()
-        with tempfile.TemporaryDirectory(dir=podman.images_dir(), prefix="kind-") as tmp:
+        with tempfile.TemporaryDirectory(dir=podman_store.images_dir(), prefix="kind-") as tmp:
             work = Path(tmp)
             bins["pause"] = compile_pause(work / "pause")
             ids = [_component(c, bins, tools, work) for c in wanted]
@@ -140,13 +140,13 @@ def _tools_image() -> str:
     packages = ",".join(parts.TOOLS_PACKAGES)
 
     def make() -> None:
-        with tempfile.TemporaryDirectory(dir=podman.images_dir(), prefix="rootfs-") as tmp:
+        with tempfile.TemporaryDirectory(dir=podman_store.images_dir(), prefix="rootfs-") as tmp:
             rootfs = Path(tmp) / "rootfs"
-            podman.debootstrap(rootfs, packages, "kind-tools")
+            debian_base.debootstrap(rootfs, packages, "kind-tools")
             tar = Path(tmp) / "rootfs.tar"
-            podman.tar_rootfs(rootfs, tar)
-            podman.run("import", "--change", "ENV PATH=/usr/sbin:/usr/bin:/sbin:/bin",
-                       str(tar), TOOLS_IMAGE)  # fmt: skip
+            debian_base.tar_rootfs(rootfs, tar)
+            podman_store.run("import", "--change", "ENV PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+                             str(tar), TOOLS_IMAGE)  # fmt: skip
 
     podman.stamped_build("kind-tools", _digest("tools v1", packages), TOOLS_IMAGE, make)
     return TOOLS_IMAGE
@@ -157,7 +157,7 @@ def _component(component: parts.Component, bins: dict[str, Path], tools: str, wo
     base = tools if component.tools else "scratch"
     containerfile = component.containerfile(base)
     binary = bins[component.binary] if component.binary else None
-    key = _digest(containerfile, podman.image_id(tools) if component.tools else "",
+    key = _digest(containerfile, podman_store.image_id(tools) if component.tools else "",
                   _file_digest(binary) if binary else "")  # fmt: skip
 
     def make() -> None:
@@ -167,7 +167,7 @@ def _component(component: parts.Component, bins: dict[str, Path], tools: str, wo
             shutil.copy2(binary, context / binary.name)
             (context / binary.name).chmod(0o755)
         (context / "Containerfile").write_text(containerfile)
-        podman.run("build", "--pull=never", "--tag", component.image, str(context))
+        podman_store.run("build", "--pull=never", "--tag", component.image, str(context))
 
     return podman.stamped_build(f"kind-{_slug(component.image)}", key, component.image, make)
 
@@ -197,7 +197,7 @@ def _assemble(
     pause_image: str,
 ) -> None:
     rootfs = work / "node"
-    podman.debootstrap(rootfs, ",".join(parts.NODE_PACKAGES), "kind-node")
+    debian_base.debootstrap(rootfs, ",".join(parts.NODE_PACKAGES), "kind-node")
     _base_files(rootfs, kind_src, bins, pause_image)
     _programs(rootfs, bins)
     _write(rootfs, parts.VERSION_FILE, gobuild.KUBERNETES.version())
@@ -205,9 +205,9 @@ def _assemble(
     _write(rootfs, parts.STORAGE_MANIFEST, storage["defaultStorageManifest"])
     _import_images(rootfs, bins, [c.image for c in wanted], work)
     tar = work / "node.tar"
-    podman.tar_rootfs(rootfs, tar)
+    debian_base.tar_rootfs(rootfs, tar)
     changes = [arg for change in NODE_CHANGES for arg in ("--change", change)]
-    podman.run("import", *changes, str(tar), node_image())
+    podman_store.run("import", *changes, str(tar), node_image())
 
 
 def _write(rootfs: Path, path: str, text: str, mode: int = 0o644) -> None:
@@ -275,8 +275,8 @@ def _import_images(rootfs: Path, bins: dict[str, Path], images: list[str], work:
     """The images into the node's containerd store, unpacked at first use, as kind imports
     them: the bed's containerd runs on this host over the rootfs's /var/lib/containerd."""
     archive = work / "images.tar"
-    podman.run("save", "--multi-image-archive", "--format", "docker-archive",
-               "--output", str(archive), *images)  # fmt: skip
+    podman_store.run("save", "--multi-image-archive", "--format", "docker-archive",
+                     "--output", str(archive), *images)  # fmt: skip
     with _containerd(rootfs, bins, work) as address:
         ctr = [str(bins["ctr"]), "--address", address, "--namespace", "k8s.io"]
         subprocess.run(
@@ -287,7 +287,7 @@ def _import_images(rootfs: Path, bins: dict[str, Path], images: list[str], work:
         listed = set(_run_text([*ctr, "images", "list", "-q"]).split())
     missing = [image for image in images if _qualified(image) not in listed]
     if missing:
-        raise podman.ImageError(f"not imported into the node's containerd: {missing}")
+        raise podman_store.ImageError(f"not imported into the node's containerd: {missing}")
 
 
 def _qualified(image: str) -> str:
@@ -319,7 +319,7 @@ def _containerd(rootfs: Path, bins: dict[str, Path], work: Path) -> Iterator[str
         while subprocess.run([str(bins["ctr"]), "--address", address, "version"],
                              capture_output=True).returncode != 0:  # fmt: skip
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise podman.ImageError(f"containerd did not serve {address}: see {log.name}")
+                raise podman_store.ImageError(f"containerd did not serve {address}: see {log.name}")
             time.sleep(0.2)
         yield address
     finally:

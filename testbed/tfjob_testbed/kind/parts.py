@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 # What kind's base image (images/base/Dockerfile) installs, from Debian 12 here; nfs-common and
 # open-iscsi are left out (no NFS or iSCSI volume is used here), runc comes from Debian.
@@ -171,10 +172,10 @@ def containerd_config(kind_config: str, sandbox_image: str) -> str:
     return replaced
 
 
-def cri_base_spec(default_spec: dict) -> dict:
+def cri_base_spec(default_spec: dict[str, Any]) -> dict[str, Any]:
     """`ctr oci spec` as kind's base image turns it into /etc/containerd/cri-base.json: the
     product-files hook added, the default rlimits dropped."""
-    spec = json.loads(json.dumps(default_spec))
+    spec: dict[str, Any] = json.loads(json.dumps(default_spec))
     hooks = spec.setdefault("hooks", {}).setdefault("createContainer", [])
     hooks.append({"path": "/kind/bin/mount-product-files.sh"})
     spec.get("process", {}).pop("rlimits", None)

@@ -1,6 +1,7 @@
 """A real Kubernetes node on this host: containerd + runc, kubelet, kube-proxy, a CNI bridge,
 cluster DNS and volumes, beside the control plane of `controlplane/plane.py`. `Node` is node 1
-of the bed, made, like the second node (`second_node.py`), from `realnode.RealNode`.
+of the bed, made, like the second node (`second_node.py`), from `realnode.RealNode`, configured
+as `nodeconfig.py` says.
 
 Everything binds to the bridge address (10.244.0.1) or loopback; pods get no default route,
 so their traffic reaches only the nodes' pods (CLUSTER_CIDR: a second node's too, see
@@ -17,7 +18,7 @@ from the records alone (so `make cluster-down` works after a crash, too):
 - mounts under the state dir and the paths kubelet and containerd write outside it
   (`/var/lib/kubelet`, `/var/log/pods`, `/var/log/containers`, `/var/lib/cni`,
   `/run/containerd`), and the `kubepods` cgroups;
-- kernel settings kubelet, kube-proxy and the bridge plugin change (`realnode.SYSCTLS`).
+- kernel settings kubelet, kube-proxy and the bridge plugin change (`nodeconfig.SYSCTLS`).
 
 containerd's image store lives in the cache (like podman's), so images are imported once.
 """
@@ -45,8 +46,8 @@ from tfjob_testbed.core.procs import alive, terminate
 from tfjob_testbed.nodes import second_node
 from tfjob_testbed.nodes.host import NodeError, cgroup_tops, is_mount_point, mounts_under, run
 
-# Shared with the second node, and node 1's public names as before.
-from tfjob_testbed.nodes.realnode import (
+# Shared with the second node.
+from tfjob_testbed.nodes.nodeconfig import (
     BRIDGE,
     CLUSTER_CIDR,
     CLUSTER_DNS,
@@ -55,18 +56,16 @@ from tfjob_testbed.nodes.realnode import (
     KUBELET_SYSCTLS,
     NETNS_DIR,
     PAUSE_IMAGE,
-    RealNode,
     bridge_mac,
+)
+from tfjob_testbed.nodes.realnode import (
+    RealNode,
     kill_pods_of,
     kubectl_path,
     read_sysctls,
     restore_sysctls,
     shims_of,
 )
-from tfjob_testbed.nodes.realnode import GPUS as GPUS
-from tfjob_testbed.nodes.realnode import ctr as ctr
-from tfjob_testbed.nodes.realnode import kube_proxy_argv as kube_proxy_argv
-from tfjob_testbed.nodes.realnode import kubelet_argv as kubelet_argv
 
 HOST_PACKAGES = Path(__file__).with_name("host-packages.sh")
 NODE_IP = CLUSTER_DNS  # its bridge's address: the cluster DNS listens here

@@ -17,6 +17,10 @@ adds a second, non-default class that binds at once and is pinned nowhere: like 
 sees the same directory, for ReadWriteMany claims. Without these flags there is one class that
 binds at once (a control plane with no scheduler or kubelet can still bind claims).
 
+What it decides is kept apart from the I/O that does it, as pure functions: the records and the
+hosts file in `dns.py`, the classes, volumes and reclaims in `volumes.py`; the threads that list
+and watch the API server for it are `reflector.py`'s.
+
 Usage::
 
     python -m tfjob_testbed.nodes.nodeservices --kubeconfig K --hosts-file F --volumes-dir D \\
@@ -34,222 +38,42 @@ import queue
 import shutil
 import signal
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path, PurePath
-from typing import Any, cast
+from pathlib import Path
+from typing import cast
 
 import kubernetes
 import urllib3
 
 from tfjob_testbed.core.signals import Interrupted, interrupt_on
+from tfjob_testbed.nodes.dns import DEFAULT_DOMAIN, dns_records, hosts_text
+from tfjob_testbed.nodes.kubeobjects import Key, Obj, key_of
+from tfjob_testbed.nodes.reflector import (
+    MAX_BACKOFF,
+    MIN_BACKOFF,
+    Message,
+    Reflector,
+    Synced,
+    describe,
+)
+from tfjob_testbed.nodes.volumes import (
+    ANN_SELECTED_NODE,
+    BINDING_MODES,
+    DEFAULT_STORAGE_CLASS,
+    IMMEDIATE,
+    PROVISIONER,
+    released_volume_dir,
+    storage_class_manifest,
+    volume_for_claim,
+)
 
-PROVISIONER = "tfjob.dev/local-path"
-DEFAULT_DOMAIN = "cluster.local"
-DEFAULT_STORAGE_CLASS = "standard"
-ANN_PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"
-ANN_DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
-ANN_BETA_CLASS = "volume.beta.kubernetes.io/storage-class"  # still honoured by the PV binder
-ANN_SELECTED_NODE = "volume.kubernetes.io/selected-node"  # set by the scheduler (late binding)
-HOSTNAME_LABEL = "kubernetes.io/hostname"
-IMMEDIATE, WAIT_FOR_FIRST_CONSUMER = "Immediate", "WaitForFirstConsumer"
-BINDING_MODES = (IMMEDIATE, WAIT_FOR_FIRST_CONSUMER)
 VOLUME_DIR_MODE = 0o777  # pods run as non-root (UID 65532) and must write their volume
 
 SERVICES, ENDPOINTS, CLAIMS, VOLUMES = "services", "endpoints", "claims", "volumes"
-WATCH_SECONDS = 300
-REQUEST_TIMEOUT = (5.0, 30.0)
-MIN_BACKOFF, MAX_BACKOFF = 0.25, 5.0
-
-Obj = dict[str, Any]
-Key = tuple[str, str]
 
 log = logging.getLogger("nodeservices")
-
-
-# -- pure functions ------------------------------------------------------------------------
-
-
-def key_of(obj: Mapping[str, Any]) -> Key:
-    """(namespace, name); namespace is "" for cluster-scoped objects."""
-    meta = obj.get("metadata") or {}
-    return meta.get("namespace") or "", meta.get("name") or ""
-
-
-def _published_addresses(endpoints: Mapping[str, Any] | None, not_ready: bool) -> list[Obj]:
-    """Addresses DNS answers with: ready ones, and not-ready ones when the Service publishes
-    them (the operator's headless Services do, so workers resolve each other while starting)."""
-    out: list[Obj] = []
-    for subset in (endpoints or {}).get("subsets") or []:
-        out.extend(subset.get("addresses") or [])
-        if not_ready:
-            out.extend(subset.get("notReadyAddresses") or [])
-    return out
-
-
-def dns_records(
-    services: Iterable[Mapping[str, Any]],
-    endpoints: Iterable[Mapping[str, Any]],
-    domain: str = DEFAULT_DOMAIN,
-) -> list[str]:
-    """Hosts-file lines ("IP NAME") the cluster DNS would answer for, sorted by name then IP.
-
-    A ClusterIP Service resolves to its cluster IPs; a headless one to its published endpoint
-    addresses, and each such address with a ``hostname`` also gets
-    ``<hostname>.<svc>.<ns>.svc.<domain>``, as the Kubernetes DNS spec defines for headless
-    Services only. ExternalName Services need a CNAME, which a hosts file cannot hold.
-    """
-    by_key = {key_of(e): e for e in endpoints}
-    records: set[tuple[str, str]] = set()
-    for svc in services:
-        ns, name = key_of(svc)
-        spec = svc.get("spec") or {}
-        if spec.get("type") == "ExternalName":
-            continue
-        fqdn = f"{name}.{ns}.svc.{domain}"
-        cluster_ips = [ip for ip in (spec.get("clusterIPs") or [spec.get("clusterIP")]) if ip]
-        if "None" not in cluster_ips:
-            records.update((fqdn, ip) for ip in cluster_ips)
-            continue
-        not_ready = bool(spec.get("publishNotReadyAddresses"))
-        for address in _published_addresses(by_key.get((ns, name)), not_ready):
-            ip = address.get("ip")
-            if not ip:
-                continue
-            records.add((fqdn, ip))
-            if address.get("hostname"):
-                records.add((f"{address['hostname']}.{fqdn}", ip))
-    return [f"{ip} {name}" for name, ip in sorted(records)]
-
-
-def storage_class_manifest(
-    name: str = DEFAULT_STORAGE_CLASS, binding_mode: str = IMMEDIATE, default: bool = True
-) -> Obj:
-    """A StorageClass whose claims this process provisions: by default the default class, as
-    kind names its own."""
-    if binding_mode not in BINDING_MODES:
-        raise ValueError(f"volumeBindingMode {binding_mode!r}: one of {BINDING_MODES}")
-    metadata: Obj = {"name": name}
-    if default:
-        metadata["annotations"] = {ANN_DEFAULT_CLASS: "true"}
-    return {
-        "apiVersion": "storage.k8s.io/v1",
-        "kind": "StorageClass",
-        "metadata": metadata,
-        "provisioner": PROVISIONER,
-        "reclaimPolicy": "Delete",
-        "volumeBindingMode": binding_mode,
-    }
-
-
-def claim_class(claim: Mapping[str, Any]) -> str | None:
-    """The claim's class, read the way the PV binder reads it (beta annotation first)."""
-    annotations = (claim.get("metadata") or {}).get("annotations") or {}
-    if ANN_BETA_CLASS in annotations:
-        return str(annotations[ANN_BETA_CLASS])
-    return (claim.get("spec") or {}).get("storageClassName")
-
-
-def volume_dir(volumes_dir: PurePath, claim: Mapping[str, Any]) -> PurePath:
-    """Where the claim's data lives: ``<volumes_dir>/<namespace>-<name>-<uid>``."""
-    meta = claim["metadata"]
-    return volumes_dir / f"{meta['namespace']}-{meta['name']}-{meta['uid']}"
-
-
-def volume_for_claim(
-    claim: Mapping[str, Any],
-    volumes_dir: PurePath,
-    storage_class: str = DEFAULT_STORAGE_CLASS,
-    binding_mode: str = IMMEDIATE,
-) -> Obj | None:
-    """The PersistentVolume to create for ``claim``, or None when it is not ours to provision.
-
-    Ours: a Pending claim of ``storage_class`` that no volume is bound to yet. A claim that
-    names no class at all is left alone, as the binder would: only the DefaultStorageClass
-    admission (or the user) makes it ours by setting ``spec.storageClassName``. Claims with a
-    selector, a data source or a block volume mode are skipped, as external provisioners do.
-
-    A class that waits for the first consumer (``binding_mode``) provisions only once the
-    scheduler has named the node (``volume.kubernetes.io/selected-node``), and its volume may
-    be used on that node only (``nodeAffinity``), as kind's local-path volumes.
-    """
-    meta = claim.get("metadata") or {}
-    spec = claim.get("spec") or {}
-    phase = (claim.get("status") or {}).get("phase", "Pending")
-    storage = ((spec.get("resources") or {}).get("requests") or {}).get("storage")
-    node = ((meta.get("annotations") or {}).get(ANN_SELECTED_NODE)) or None
-    late = binding_mode == WAIT_FOR_FIRST_CONSUMER
-    if (
-        claim_class(claim) != storage_class
-        or phase != "Pending"
-        or spec.get("volumeName")
-        or meta.get("deletionTimestamp")
-        or spec.get("selector")
-        or spec.get("dataSource")
-        or spec.get("volumeMode", "Filesystem") != "Filesystem"
-        or not storage
-        or not meta.get("uid")
-        or (late and node is None)
-    ):
-        return None
-    pv: Obj = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolume",
-        "metadata": {
-            "name": f"pvc-{meta['uid']}",
-            "annotations": {ANN_PROVISIONED_BY: PROVISIONER},
-        },
-        "spec": {
-            "capacity": {"storage": storage},
-            "accessModes": list(spec.get("accessModes") or []),
-            "claimRef": {
-                "apiVersion": "v1",
-                "kind": "PersistentVolumeClaim",
-                "namespace": meta["namespace"],
-                "name": meta["name"],
-                "uid": meta["uid"],
-            },
-            "storageClassName": storage_class,
-            "persistentVolumeReclaimPolicy": "Delete",
-            "volumeMode": "Filesystem",
-            "hostPath": {
-                "path": str(volume_dir(volumes_dir, claim)),
-                "type": "DirectoryOrCreate",
-            },
-        },
-    }
-    if late:
-        term = {"matchExpressions": [{"key": HOSTNAME_LABEL, "operator": "In", "values": [node]}]}
-        pv["spec"]["nodeAffinity"] = {"required": {"nodeSelectorTerms": [term]}}
-    return pv
-
-
-def released_volume_dir(volume: Mapping[str, Any], volumes_dir: PurePath) -> PurePath | None:
-    """The directory to delete with ``volume``, or None unless the volume is ours, Released
-    and reclaimed by Delete. A path outside ``volumes_dir`` is never ours to remove."""
-    meta = volume.get("metadata") or {}
-    spec = volume.get("spec") or {}
-    path = (spec.get("hostPath") or {}).get("path")
-    if (
-        (meta.get("annotations") or {}).get(ANN_PROVISIONED_BY) != PROVISIONER
-        or spec.get("persistentVolumeReclaimPolicy") != "Delete"
-        or (volume.get("status") or {}).get("phase") != "Released"
-        or not path
-    ):
-        return None
-    pure = PurePath(os.path.normpath(path))
-    if pure.parent != PurePath(os.path.normpath(volumes_dir)) or pure.name in ("", "..", "."):
-        return None
-    return pure
-
-
-def hosts_text(lines: list[str]) -> str:
-    """The hosts file: a header saying where it comes from, then one record a line."""
-    return "# cluster DNS records, written by tfjob_testbed.nodes.nodeservices\n" + "".join(
-        f"{line}\n" for line in lines
-    )
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -259,113 +83,6 @@ def write_atomically(path: Path, text: str) -> None:
     tmp.write_text(text)
     tmp.chmod(0o644)  # dnsmasq drops root before reading
     os.replace(tmp, path)
-
-
-def describe(e: BaseException) -> str:
-    """One short line for a log: urllib3 nests the cause of a refused connection deep down."""
-    if isinstance(e, kubernetes.client.ApiException):
-        return f"{e.status} {e.reason}"
-    reason = getattr(e, "reason", None)  # MaxRetryError
-    if isinstance(reason, BaseException):
-        e = reason
-    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-
-
-# -- list and watch ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Synced:
-    """A fresh list of one kind: it replaces everything known of that kind."""
-
-    kind: str
-    items: list[Obj]
-
-
-@dataclass(frozen=True)
-class Changed:
-    """One watch event (ADDED, MODIFIED or DELETED)."""
-
-    kind: str
-    type: str
-    obj: Obj
-
-
-Message = Synced | Changed
-
-
-class Reflector(threading.Thread):
-    """Lists one kind, then watches it from the list's resourceVersion, sending a Synced and
-    then Changed messages to ``out``. A watch that ends is resumed from the last version seen;
-    one that expired (410 Gone) is replaced by a new list; errors (the API server restarting)
-    are retried with a growing delay."""
-
-    def __init__(
-        self,
-        kind: str,
-        list_fn: Callable[..., Any],
-        out: queue.Queue[Message],
-        *,
-        watch_seconds: int = WATCH_SECONDS,
-        min_backoff: float = MIN_BACKOFF,
-        max_backoff: float = MAX_BACKOFF,
-    ) -> None:
-        super().__init__(name=f"watch-{kind}", daemon=True)
-        self.kind, self.list_fn, self.out = kind, list_fn, out
-        self.watch_seconds = watch_seconds
-        self.min_backoff, self.max_backoff = min_backoff, max_backoff
-        self.stopping = threading.Event()
-
-    def run(self) -> None:
-        backoff = self.min_backoff
-        failing = False
-        while not self.stopping.is_set():
-            try:
-                version = self._list()
-                if failing:
-                    log.info("%s: listed again at resourceVersion %s", self.kind, version)
-                failing, backoff = False, self.min_backoff
-                self._watch(version)
-                return
-            except kubernetes.client.ApiException as e:
-                if e.status == 410:
-                    log.info("%s: watch expired (410 Gone), listing again", self.kind)
-                    continue
-                error = describe(e)
-            except Exception as e:  # the thread must outlive any failure of the API server
-                error = describe(e)
-            failing = True
-            log.info("%s: %s; retrying in %.2fs", self.kind, error, backoff)
-            self.stopping.wait(backoff)
-            backoff = min(backoff * 2, self.max_backoff)
-
-    def stop(self) -> None:
-        self.stopping.set()
-
-    def _list(self) -> str:
-        resp = self.list_fn(_preload_content=False, _request_timeout=REQUEST_TIMEOUT)
-        body = json.loads(resp.data)
-        self.out.put(Synced(self.kind, list(body.get("items") or [])))
-        return str(body["metadata"]["resourceVersion"])
-
-    def _watch(self, version: str) -> None:
-        """Stream events until stopped; raises on errors, ApiException(410) on expiry."""
-        while not self.stopping.is_set():
-            watch = kubernetes.watch.Watch()
-            for event in watch.stream(
-                self.list_fn,
-                resource_version=version,
-                timeout_seconds=self.watch_seconds,
-                allow_watch_bookmarks=True,
-                deserialize=False,
-                _request_timeout=(REQUEST_TIMEOUT[0], self.watch_seconds + REQUEST_TIMEOUT[1]),
-            ):
-                obj = event["object"]
-                version = obj["metadata"]["resourceVersion"]
-                if event["type"] != "BOOKMARK":
-                    self.out.put(Changed(self.kind, event["type"], obj))
-                if self.stopping.is_set():
-                    watch.stop()
 
 
 # -- the services --------------------------------------------------------------------------
@@ -423,7 +140,10 @@ class NodeServices:
 
     def _client(self) -> kubernetes.client.ApiClient:
         """A client of its own per thread: a shared pool would be too small for four watches."""
-        return kubernetes.config.new_client_from_config(config_file=str(self.config.kubeconfig))
+        client: kubernetes.client.ApiClient = kubernetes.config.new_client_from_config(
+            config_file=str(self.config.kubeconfig)
+        )
+        return client
 
     def start(self) -> None:
         """One reflector per kind, all namespaces."""

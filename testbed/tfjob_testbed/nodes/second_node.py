@@ -12,7 +12,7 @@ Why it is built this way:
   (node 1's pods, the cluster DNS and the API server on 10.244.0.1) to the host. Its
   kube-proxy runs in there and writes only that namespace's iptables.
 - kubelet and containerd write fixed paths whatever their configured roots
-  (`realnode.FIXED_PATHS`: the device-plugin and pod-resources sockets, CNI caches, shim
+  (`nodeconfig.FIXED_PATHS`: the device-plugin and pod-resources sockets, CNI caches, shim
   sockets), containerd keeps its pods' network namespaces in /run/netns, and kubelet removes
   the /var/log/pods directories of pods it does not know: two kubelets sharing them would
   delete each other's logs. So node 2 runs in a mount namespace of its own, in which private
@@ -27,8 +27,9 @@ Why it is built this way:
   with the plane, and `node.teardown` puts the host back from the records alone, after a crash
   too.
 - It is a `realnode.RealNode`, as node 1 is: the same containerd, kubelet, kube-proxy and CNI
-  configuration, with its own names, addresses, cgroup root and namespaces. It joins node 1
-  (`FirstNode`: its state dir, control plane, kubeconfig and images) without importing it.
+  configuration (`nodeconfig.py`), with its own names, addresses, cgroup root and namespaces.
+  It joins node 1 (`FirstNode`: its state dir, control plane, kubeconfig and images) without
+  importing it.
 
 Faults, for chaos tests: `kill()` (the machine dies: every process gone, its link down, its Node
 object left in the API to go NotReady), `partition()` and `heal()` (its link down and up again,
@@ -49,17 +50,8 @@ from tfjob_testbed.controlplane.plane import ControlPlane
 from tfjob_testbed.core.paths import cache_dir
 from tfjob_testbed.core.procs import alive, terminate
 from tfjob_testbed.nodes.host import cgroup_tops, mounts_under, run, sysctl_path
-from tfjob_testbed.nodes.realnode import (
-    BRIDGE,
-    CLUSTER_CIDR,
-    FIXED_PATHS,
-    NETNS_DIR,
-    RealNode,
-    bridge_mac,
-    kill_pods_of,
-    kubectl_path,
-    shims_of,
-)
+from tfjob_testbed.nodes.nodeconfig import BRIDGE, CLUSTER_CIDR, FIXED_PATHS, NETNS_DIR, bridge_mac
+from tfjob_testbed.nodes.realnode import RealNode, kill_pods_of, kubectl_path, shims_of
 
 NAME = "tfjob-node-2"
 SUBDIR = "node-2"  # its state, under node 1's state dir
@@ -184,7 +176,7 @@ class SecondNode(RealNode):
         run(*inside, "link", "set", BRIDGE, "up")
         self._routes()
         # It routes between its pods and the host; the host between it and node 1's pods
-        # (ip_forward is in realnode.SYSCTLS: node 1's teardown restores it).
+        # (ip_forward is in nodeconfig.SYSCTLS: node 1's teardown restores it).
         run(NSENTER, f"--net={netns_path()}", "sysctl", "-qw", "net.ipv4.ip_forward=1")
         sysctl_path("net.ipv4.ip_forward").write_text("1\n")
         self.write_cni_config()

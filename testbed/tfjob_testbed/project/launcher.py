@@ -9,8 +9,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import tensorflow as tf
 
@@ -207,7 +209,7 @@ def memory_cgroup(name: str, limit: int) -> Path:
     raise RuntimeError("no memory cgroup to limit a task with")
 
 
-def _values(log_dir: Path):
+def _values(log_dir: Path) -> Iterator[tuple[int, Any]]:
     files = sorted(log_dir.glob("events.out.tfevents.*"))
     assert files, f"no event files in {log_dir}"
     for path in files:
@@ -216,7 +218,7 @@ def _values(log_dir: Path):
                 yield event.step, value
 
 
-def kind(value) -> str:
+def kind(value: Any) -> str:
     """scalars, histograms or images: what TensorBoard's dashboards make of a summary value."""
     if value.HasField("histo"):
         return "histograms"

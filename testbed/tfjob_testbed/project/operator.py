@@ -57,7 +57,7 @@ class OperatorProcess:
                 raise AssertionError(f"operator exited {self.proc.returncode}:\n{self.tail()}")
             try:
                 with urllib.request.urlopen(url, timeout=1) as r:
-                    return r.status == 200
+                    return bool(r.status == 200)
             except OSError:
                 return False
 

@@ -13,7 +13,9 @@ def cli_env(kubeconfig: Path) -> dict[str, str]:
     return {"KUBECONFIG": str(kubeconfig), "PATH": "/usr/bin:/bin", "HOME": "/nonexistent"}
 
 
-def tfjob_cli(kubeconfig: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+def tfjob_cli(
+    kubeconfig: Path, *args: str, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "tfjob_operator.cli", *args],
         env=cli_env(kubeconfig),

@@ -260,6 +260,7 @@ PACKAGES = {
     "operator/tfjob_operator": "tests/unit/operator",
     "trainer/tfjob_trainer": "tests/unit/trainer",
     "protocol/tfjob_protocol": "tests/unit/protocol",
+    "testbed/tfjob_testbed": "tests/unit/testbed",
 }
 MAP_LABEL = 29  # the module map's first column: the folder a row is about
 MAP_MODULE = re.compile(r"(?<![\w/.])\w+\.py\b")
@@ -300,7 +301,7 @@ def _named_at_top(text: str) -> list[str]:
 
 
 def _modules() -> list[str]:
-    """Every module of the three packages, by its path in the repo (`__init__.py` aside)."""
+    """Every module of the four packages, by its path in the repo (`__init__.py` aside)."""
     return [
         path.relative_to(ROOT).as_posix()
         for package in PACKAGES
@@ -320,8 +321,8 @@ def _mirror(module: str) -> str:
 
 def test_module_map_names_every_module() -> None:
     """The module map in docs/architecture.md matches the tree, by full path: every module of
-    the operator, the trainer and the protocol package is named in the row of its own folder,
-    and every module the map names exists there."""
+    the operator, the trainer, the protocol package and the test bed is named in the row of its
+    own folder, and every module the map names exists there."""
     named = {
         f"{folder}{name}"
         for folder, text in _module_map()
@@ -346,6 +347,8 @@ def test_module_map_parser() -> None:
     )
     assert _mirror("trainer/tfjob_trainer/__main__.py") == "tests/unit/trainer/test_main.py"
     assert _mirror("protocol/tfjob_protocol/stop.py") == "tests/unit/protocol/test_stop.py"
+    assert _mirror("testbed/tfjob_testbed/kind/parts.py") == "tests/unit/testbed/kind/test_parts.py"
+    assert _mirror("testbed/tfjob_testbed/sandbox.py") == "tests/unit/testbed/test_sandbox.py"
 
 
 def _unit_tests_row() -> str:
@@ -393,3 +396,39 @@ def test_unit_tests_mirror_the_modules_as_the_map_says() -> None:
     )
     gone = scenarios - tests
     assert not gone, f"the tests/unit/ row names tests that do not exist: {sorted(gone)}"
+
+
+WHERE_PATH = re.compile(
+    r"`((?:operator|trainer|protocol|testbed|tests)/[\w/.]+\.py)`(?:: `(\w+)`)?"
+)
+
+
+def test_where_is_it_names_files_and_functions_that_exist() -> None:
+    """docs/architecture.md's "Where is it" table: every file it names exists, and every
+    function or class named after a file (`path`: `name`) is defined in that file."""
+    page = (DOCS / "architecture.md").read_text()
+    table = page[page.index("## Where is it") : page.index("## Module map")]
+    found = WHERE_PATH.findall(table)
+    assert len(found) >= 10, "the table names fewer files than it did"
+    for path, name in found:
+        assert (ROOT / path).is_file(), f"no such file: {path}"
+        if name:
+            source = (ROOT / path).read_text()
+            assert re.search(rf"^\s*(?:async def|def|class) {name}\b", source, re.M), (
+                f"{path} defines no {name}"
+            )
+
+
+def test_the_beds_readme_names_every_module_of_the_bed() -> None:
+    """testbed/README.md's table has a row for every module of the bed, and no row for a file
+    that is not there."""
+    page = (ROOT / "testbed" / "README.md").read_text()
+    rows = set(re.findall(r"^\| `([\w/.-]+)` \|", page, re.M))
+    bed = ROOT / "testbed" / "tfjob_testbed"
+    files = {
+        p.relative_to(bed).as_posix()
+        for p in bed.rglob("*")
+        if p.suffix in (".py", ".sh") and p.name != "__init__.py" and "__pycache__" not in p.parts
+    }
+    assert not files - rows, f"testbed/README.md has no row for: {sorted(files - rows)}"
+    assert not rows - files, f"testbed/README.md has rows for no such file: {sorted(rows - files)}"

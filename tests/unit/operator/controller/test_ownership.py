@@ -11,7 +11,7 @@ import pytest
 
 from tfjob_operator.controller import client
 from tfjob_operator.controller.ownership import folded, union
-from tfjob_operator.controller.reconcile import is_terminal
+from tfjob_operator.controller.refusals import is_terminal
 from tfjob_operator.controller.rest import APPLY, JSON_PATCH
 
 ME = "tfjob-operator"

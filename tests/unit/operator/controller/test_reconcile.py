@@ -28,11 +28,8 @@ from tfjob_operator.controller.failedcreates import (
 )
 from tfjob_operator.controller.jobstate import JobState
 from tfjob_operator.controller.projections import job_record
-from tfjob_operator.controller.reconcile import (
-    PERSISTENT_ATTEMPTS,
-    PERSISTENT_SECONDS,
-    is_terminal,
-)
+from tfjob_operator.controller.reconcile import PERSISTENT_ATTEMPTS, PERSISTENT_SECONDS
+from tfjob_operator.controller.refusals import is_terminal
 from tfjob_operator.controller.workqueue import RetryableError
 from tfjob_operator.rules import naming
 from tfjob_operator.rules import status as st

@@ -1,5 +1,5 @@
-"""One Go program's image, laid out as its project's own image is (Kueue's at /, Katib's in
-/app or /opt/katib)."""
+"""The images podman builds here: one Go program's, laid out as its project's own image is
+(Kueue's at /, Katib's in /app or /opt/katib)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,6 @@ from tfjob_testbed.images.podman import program_containerfile
                                 "USER 0:0", 'ENTRYPOINT ["/opt/katib/manager"]']),
     ],
 )  # fmt: skip
-def test_the_program_runs_from_its_workdir(workdir, user, lines):
+def test_the_program_runs_from_its_workdir(workdir: str, user: str, lines: list[str]) -> None:
     text = program_containerfile("base", "manager", workdir, user)
     assert text.splitlines() == ["FROM base", *lines]
