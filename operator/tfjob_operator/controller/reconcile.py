@@ -1,11 +1,13 @@
 """One reconcile of one TFJob: read from kopf's indexes, decide (pure), then apply.
 
-This is the only place that turns a `Decision` into API calls, in their order (the calls
-themselves: `apply.py`; the job's Kueue Workload: `workloads.py`; what is remembered of each job
-between reconciles: `jobstate.py`; the FailedCreate checks: `failedcreates.py`). It is safe to
-run twice, after a crash or a conflict: children are server-side applied, the status is a merge
-patch computed against the stored status, and the decision itself depends only on what is
-observed.
+A pass reads the job, ends early when it is not ours to run now, decides once on what is seen,
+then acts on the decision. This is the only place that turns a `Decision` into API calls, in
+their order (the calls themselves: `apply.py`; who runs the job: `managers.py`; the job's Kueue
+Workload: `workloads.py`; what is remembered of each job between reconciles: `jobstate.py`; the
+FailedCreate checks: `failedcreates.py`; what the API server's refusals mean: `refusals.py`). It
+is safe to run twice, after a crash or a conflict: children are server-side applied, the status
+is a merge patch computed against the stored status, and the decision itself depends only on
+what is observed.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from typing import Any
 import kubernetes
 import urllib3
 
-from tfjob_operator.api.spec import MULTIKUEUE
 from tfjob_operator.controller import metrics
 from tfjob_operator.controller.apply import (
     ChildrenFirst,
@@ -32,7 +33,6 @@ from tfjob_operator.controller.apply import (
     counts_wait,
     end_done_pods,
     label_pods,
-    post_events,
     release_pods,
     restart_pods,
     write_status,
@@ -40,18 +40,24 @@ from tfjob_operator.controller.apply import (
 from tfjob_operator.controller.client import InTheWay, Kube, MissingAPI, NotLeader
 from tfjob_operator.controller.failedcreates import FailedCreates
 from tfjob_operator.controller.jobstate import Failing, JobKey, JobState
+from tfjob_operator.controller.managers import (
+    default_managed_by,
+    keep_kueue_off,
+    run_dispatched,
+    run_elsewhere,
+)
 from tfjob_operator.controller.projections import unpacked
+from tfjob_operator.controller.refusals import api_message, is_terminal, namespace_going
 from tfjob_operator.controller.workloads import Workloads, seen
 from tfjob_operator.controller.workqueue import RetryableError
-from tfjob_operator.rules import handover, lineage
+from tfjob_operator.rules import lineage
 from tfjob_operator.rules import status as st
-from tfjob_operator.rules.children import build
+from tfjob_operator.rules.children import Built, build
 from tfjob_operator.rules.gang import Gang
 from tfjob_operator.rules.kueue import multikueue
-from tfjob_operator.rules.kueue.queue import Queueing, QueueView, queue_label_patch, queue_name
+from tfjob_operator.rules.kueue.queue import Queueing, QueueView
 from tfjob_operator.rules.lifecycle import Decision, JobView, decide
 from tfjob_operator.rules.lifecycle.ended import held, releases
-from tfjob_operator.rules.lifecycle.suspension import dispatched_workload
 from tfjob_operator.rules.offline_edits import edited_meanwhile
 from tfjob_operator.rules.pods import PodObservation, observe
 from tfjob_operator.rules.statefulsets import StatefulSetObservation
@@ -63,23 +69,36 @@ PERSISTENT_ATTEMPTS = 5
 PERSISTENT_SECONDS = 30.0
 # How soon to look again while an earlier job's StatefulSets of the same names are there.
 EARLIER_WAIT_SECONDS = 5.0
-# Server errors that no retry can heal: the spec makes something Kubernetes will not take.
-TERMINAL_STATUSES = {400, 413, 422}
-TERMINAL_MESSAGES = ("failed to create typed patch object", "request is too large")
-# A child of that name is controlled by another owner: an earlier TFJob of the same name, whose
-# children the garbage collector has yet to delete (`lineage`). Retried, with its backoff.
-EARLIER_OWNER = "Only one reference can have Controller set to true"
 # Failures of the API or the network, whose message says it all: no traceback in the log.
 RETRYABLE = (kubernetes.client.ApiException, urllib3.exceptions.HTTPError, OSError)
 
 
-def is_terminal(e: kubernetes.client.ApiException) -> bool:
-    """A refusal that only a spec change can heal (a 4xx, a typed-patch 500, too large), but
-    for a child of an earlier TFJob of the same name, which the garbage collector deletes."""
-    message = _api_message(e)
-    if EARLIER_OWNER in message:
-        return False
-    return e.status in TERMINAL_STATUSES or any(m in message for m in TERMINAL_MESSAGES)
+@dataclass(frozen=True)
+class Observed:
+    """What a decision is made on: the job as viewed, its own pods and StatefulSets, the time,
+    its place in Kueue, and what is remembered or found out of it."""
+
+    view: JobView
+    pods: list[PodObservation]
+    sets: list[StatefulSetObservation]
+    now: datetime
+    queue: QueueView | None
+    departed: Collection[PodObservation] = ()
+    create_failures: Mapping[str, str] | None = None
+    applied: Mapping[str, int] | None = None
+    error: str | None = None
+
+    def refused(self, problem: str) -> Observed:
+        """The same, for a spec Kubernetes refused a child of: an invalid spec, of which
+        nothing stands applied and nothing fails to be created."""
+        return replace(self, view=self.view.refused(problem), create_failures=None, applied=None)
+
+
+@dataclass(frozen=True)
+class Ended:
+    """A reconcile that ends before its decision, and when to look again (None: on news)."""
+
+    requeue: float | None = None
 
 
 @dataclass
@@ -215,33 +234,30 @@ class Reconciler:
         job.view = (stamp, view.without_built())
         return view
 
-    def _decide(
-        self,
-        view: JobView,
-        observed: list[PodObservation],
-        sets: list[StatefulSetObservation],
-        now: datetime,
-        queue: QueueView | None,
-        *,
-        create_failures: Mapping[str, str] | None = None,
-        error: str | None = None,
-        departed: Collection[PodObservation] = (),
-        applied: Mapping[str, int] | None = None,
-    ) -> Decision:
-        """The one place a reconcile decides: what is seen of the job, with the operator's
-        cluster domain and gang scheduler."""
+    def _built(self, view: JobView) -> Built:
+        """The view's pod templates as its spec check rendered them (its `built`, kept only on
+        a new generation), else rendered alike: the same gang, so that a Workload made of them
+        does not change between reconciles."""
+        assert view.spec is not None
+        return view.built or build(
+            view.ref, view.spec, self.cluster_domain, self.gang, self.restart_rules
+        )
+
+    def _decide(self, observed: Observed) -> Decision:
+        """The one place a reconcile decides: on what was seen, with the operator's cluster
+        domain, gang scheduler and restart rules."""
         return decide(
-            view,
-            observed,
-            now,
+            observed.view,
+            observed.pods,
+            observed.now,
             self.cluster_domain,
-            statefulsets=sets,
-            create_failures=create_failures,
-            error=error,
+            statefulsets=observed.sets,
+            create_failures=observed.create_failures,
+            error=observed.error,
             gang=self.gang,
-            queue=queue,
-            departed=departed,
-            applied=applied,
+            queue=observed.queue,
+            departed=observed.departed,
+            applied=observed.applied,
             restart_rules=self.restart_rules,
         )
 
@@ -268,11 +284,11 @@ class Reconciler:
             except Exception as e:
                 metrics.RECONCILES.labels("error").inc()
                 message = (
-                    f"{e.status} {e.reason}: {_api_message(e)}"
+                    f"{e.status} {e.reason}: {api_message(e)}"
                     if isinstance(e, kubernetes.client.ApiException)
                     else f"{type(e).__name__}: {e}"
                 )
-                if isinstance(e, kubernetes.client.ApiException) and _namespace_going(e):
+                if isinstance(e, kubernetes.client.ApiException) and namespace_going(e):
                     log.debug("%s/%s: namespace is being deleted; nothing to do", *key)
                     return None
                 await self._persisting(key, message)
@@ -302,17 +318,20 @@ class Reconciler:
         if body is None:
             return
         children = self._children(key, body)
+        view, at = self._view(key, body), datetime.now(UTC)
         decision = self._decide(
-            self._view(key, body),
-            children.pods,
-            children.sets,
-            datetime.now(UTC),
-            self._job(key).queue,
-            error=message[:500],
-            applied=self._job(key).generations,
+            Observed(
+                view,
+                children.pods,
+                children.sets,
+                at,
+                job.queue,
+                applied=job.generations,
+                error=message[:500],
+            )
         )
         try:
-            await write_status(self.kube, self._job(key), key, body, decision)
+            await write_status(self.kube, job, key, body, decision)
             failing.reported = True
         except Exception as e:
             log.warning("%s/%s: cannot report the reconcile error in status: %s", *key, e)
@@ -338,71 +357,182 @@ class Reconciler:
         return kept.pods
 
     async def _reconcile(self, key: JobKey) -> float | None:
+        """One pass over the job: read it, end early where it is not ours to run now, decide
+        once on what is seen, then act on the decision in its order."""
+        body = await self._read(key)
+        if body is None:
+            return None
+        job = self._job(key)
+        ended = await self._run_by_others(key, body, job)
+        if ended is not None:
+            return ended.requeue
+        children = self._children(key, body)
+        if await self._earlier_job_in_the_way(key, children):
+            return EARLIER_WAIT_SECONDS  # its deletion wakes the job too
+        observed, recheck = await self._observe(key, body, job, children)
+        decision = self._decide(observed)
+        decision = await self._apply_children(key, job, observed, decision)
+        counts_delay = await self._store(key, body, job, observed.departed, decision)
+        await self._act(key, job, decision)
+        conflict = await self._apply_workload(key, job, observed.queue, decision)
+        job.failing = None
+        if decision.delete_job:
+            await self._delete_expired(key)
+            return None
+        return self._requeue(job, decision, recheck, counts_delay, conflict)
+
+    async def _read(self, key: JobKey) -> dict[str, Any] | None:
+        """The job as it stands; None for one gone or being deleted, whose pods our finalizer
+        holds are let go."""
         body = self._current_body(key)
         if body is None or body["metadata"].get("deletionTimestamp"):
             await self.let_go(key, gone=True)
             return None
-        if await self._default_managed_by(key, body):
-            return None  # its update wakes the job again
+        return body
+
+    async def _run_by_others(
+        self, key: JobKey, body: dict[str, Any], job: JobState
+    ) -> Ended | None:
+        """How the pass ends for a job MultiKueue or another controller runs; None for one
+        that is ours."""
+        if await default_managed_by(self.kube, self.workloads, self.queueing, key, body, job):
+            return Ended()  # its update wakes the job again
         if multikueue.dispatched(body.get("spec")):
             view = self._view(key, body)
             if view.spec is not None:
-                return await self._dispatched(key, body, view)
-        if await self._run_elsewhere(key, body):
-            return None
-        children = self._children(key, body)
-        # An earlier job's of this name, which the garbage collector is deleting.
+                delay = await run_dispatched(
+                    self.kube, self.workloads, key, body, job, view, self._built
+                )
+                return Ended(delay)
+        if await run_elsewhere(self.kube, key, body, job):
+            return Ended()
+        return None
+
+    async def _earlier_job_in_the_way(
+        self, key: JobKey, children: lineage.Lineage[StatefulSetObservation, PodObservation]
+    ) -> bool:
+        """Let go of the pods of an earlier job of this name, which the garbage collector is
+        deleting; True while its StatefulSets are still there, said in the job's status once
+        that lasts: the garbage collector deletes them in seconds, but never those orphaned on
+        purpose."""
         own = {p.uid for p in children.pods}
         await self._let_go(key, [p for p in self.pods.get(key, []) if p.uid not in own])
-        if children.earlier_sets:
-            # Said in the job's status once it lasts: the garbage collector deletes an earlier
-            # job's children in seconds, but never those orphaned on purpose.
-            message = (
-                f"StatefulSet {', '.join(children.earlier_sets)} is not this TFJob's (an earlier "
-                "TFJob of this name's, being deleted, or orphaned: then delete it)"
-            )
-            log.info("%s/%s: waiting: %s", *key, message)
-            await self._persisting(key, message)
-            return EARLIER_WAIT_SECONDS  # its deletion wakes the job too
-        observed, sets = children.pods, children.sets
+        if not children.earlier_sets:
+            return False
+        message = (
+            f"StatefulSet {', '.join(children.earlier_sets)} is not this TFJob's (an earlier "
+            "TFJob of this name's, being deleted, or orphaned: then delete it)"
+        )
+        log.info("%s/%s: waiting: %s", *key, message)
+        await self._persisting(key, message)
+        return True
+
+    async def _observe(
+        self,
+        key: JobKey,
+        body: dict[str, Any],
+        job: JobState,
+        children: lineage.Lineage[StatefulSetObservation, PodObservation],
+    ) -> tuple[Observed, float | None]:
+        """What the decision is made on, once Kueue's integrations are kept off the children;
+        and when the FailedCreate check is due again."""
         view, now = self._view(key, body), datetime.now(UTC)
-        job = self._job(key)
         departed = self._departed(key, body, job)
-        await self._kueue_ownership(key, body, job, sets, observed)
+        await keep_kueue_off(self.kube, self.queueing, key, body, job, children.sets, children.pods)
         queue = await self.workloads.queue_view(job, key, body, view)
-        failures, recheck = await self.failed_creates.check(job, key, view, observed, sets)
-        decision = self._decide(
+        failures, recheck = await self.failed_creates.check(
+            job, key, view, children.pods, children.sets
+        )
+        observed = Observed(
             view,
-            observed,
-            sets,
+            children.pods,
+            children.sets,
             now,
             queue,
-            create_failures=failures,
             departed=departed,
+            create_failures=failures,
             applied=job.generations,
         )
+        return observed, recheck
 
-        def refused(problem: str) -> Decision:
-            # The decision again, for a spec Kubernetes refused a child of.
-            return self._decide(
-                view.refused(problem), observed, sets, now, queue, departed=departed
-            )
-
-        # A new job: nothing applied yet, no StatefulSet seen, no condition written.
-        fresh = job.applied is None and not sets and not view.status.get("conditions")
-        decision = await self._apply_children(job, decision, refused, fresh, sets)
+    async def _apply_children(
+        self, key: JobKey, job: JobState, observed: Observed, decision: Decision
+    ) -> Decision:
+        """Apply the decision's children unless they are the ones last applied, then label its
+        pods; the decision that stands (for children Kubernetes will never take, the one on
+        the spec it refused)."""
+        fingerprint = hashlib.blake2b(
+            json.dumps(decision.children, sort_keys=True).encode(), digest_size=16
+        ).digest()
+        if job.applied != fingerprint:
+            forgotten = job.forgotten
+            problem = await self._send_children(job, observed, decision)
+            if problem is not None:
+                decision = self._decide(observed.refused(problem))
+            if job.forgotten == forgotten:
+                job.applied = fingerprint
         await label_pods(self.kube, job, key[0], decision)
+        return decision
 
-        # The decision is stored before anything is acted on that cannot be undone: a job's
-        # end before its pods go (their exits are what decided it), a stop before its pods
-        # are deleted. A failed write or a crash in between repeats the acts, from the
-        # stored status, never the training.
+    async def _send_children(
+        self, job: JobState, observed: Observed, decision: Decision
+    ) -> str | None:
+        """Apply the decision's children: a new job's are created, and the StatefulSets seen
+        tell which ones changed since the last apply of an earlier process. Why Kubernetes
+        refused them, when no retry can heal it."""
+        # A new job: nothing applied yet, no StatefulSet seen, no condition written.
+        fresh = (
+            job.applied is None and not observed.sets and not observed.view.status.get("conditions")
+        )
+        # Other children than this process applied before; else the first apply after a
+        # start (or after a child was deleted), most likely the same children again, but for
+        # StatefulSets of a job edited meanwhile.
+        made = {(c["kind"], c["metadata"]["name"]) for c in decision.children}
+        changed = (
+            made if job.applied is not None else edited_meanwhile(decision.children, observed.sets)
+        )
+        # Children this process has not applied yet, but for the StatefulSets seen as the
+        # job's: whose they are is looked at before they are applied over.
+        ours = {("StatefulSet", s.name) for s in observed.sets}
+        check = made - ours if job.applied is None else set()
+        try:
+            with self.children_first.applying():
+                job.generations = await asyncio.to_thread(
+                    apply_children, self.kube, decision.children, fresh, changed, check
+                )
+        except kubernetes.client.ApiException as e:
+            if not is_terminal(e):
+                raise
+            # Kubernetes refuses what the spec makes (a port out of range, a field its
+            # version does not know, an object too large): the spec is invalid, and sending
+            # the same children again would be refused again.
+            return f"Kubernetes refused a child: {api_message(e)}"
+        return None
+
+    async def _store(
+        self,
+        key: JobKey,
+        body: dict[str, Any],
+        job: JobState,
+        departed: Collection[PodObservation],
+        decision: Decision,
+    ) -> float | None:
+        """Write the decision to the job's status; how long a write of counts alone waits.
+
+        The decision is stored before anything is acted on that cannot be undone: a job's end
+        before its pods go (their exits are what decided it), a stop before its pods are
+        deleted. A failed write or a crash in between repeats the acts, from the stored
+        status, never the training."""
         counts_delay = counts_wait(job, decision, self.clock)
         if counts_delay is None:
             await write_status(self.kube, job, key, body, decision, self.children_first)
         # Their news is written now (a patch of counts alone, which may wait, holds none).
         for said in departed:
             job.departed.pop(said.uid, None)
+        return counts_delay
+
+    async def _act(self, key: JobKey, job: JobState, decision: Decision) -> None:
+        """The decision's acts on pods and StatefulSets, in their order."""
         # Before the scale-down: a kubelet keeps the grace period of the first deletion it
         # acts on, and the StatefulSet's gives the pod its whole one.
         await end_done_pods(self.kube, job, key[0], decision)
@@ -419,20 +549,27 @@ class Reconciler:
         # After the scale-down that ends a finished job's StatefulSets: a pod held because its
         # task ended goes only once its StatefulSet would not make it again.
         job.released = await release_pods(self.kube, job.released, key[0], decision.release_pods)
-        conflict = None
-        if decision.workload is not None and queue is not None:
-            conflict = await self.workloads.apply(job, key, queue.version, decision.workload)
-        elif queue is None and job.workloads:
-            await self.workloads.drop(job, key)
-        job.failing = None
 
-        if decision.delete_job:
-            log.info("%s/%s: ttlSecondsAfterFinished passed; deleting", *key)
-            await asyncio.to_thread(self.kube.delete_job, *key)
-            return None
-        delays = [
-            d for d in (decision.requeue_after, recheck, counts_delay, conflict) if d is not None
-        ]
+    async def _apply_workload(
+        self, key: JobKey, job: JobState, queue: QueueView | None, decision: Decision
+    ) -> float | None:
+        """The job's Kueue Workload as decided, or dropped once the job is queued no more; when
+        to write its status again, after Kueue wrote meanwhile."""
+        if decision.workload is not None and queue is not None:
+            return await self.workloads.apply(job, key, queue.version, decision.workload)
+        if queue is None and job.workloads:
+            await self.workloads.drop(job, key)
+        return None
+
+    async def _delete_expired(self, key: JobKey) -> None:
+        """A finished job past its ttlSecondsAfterFinished goes, and its children with it."""
+        log.info("%s/%s: ttlSecondsAfterFinished passed; deleting", *key)
+        await asyncio.to_thread(self.kube.delete_job, *key)
+
+    def _requeue(self, job: JobState, decision: Decision, *waits: float | None) -> float | None:
+        """When to look at the job again: the soonest of what the decision and the pass wait
+        for; None when nothing is waited for."""
+        delays = [d for d in (decision.requeue_after, *waits) if d is not None]
         if not delays and st.is_finished(decision.status):
             # A finished job that waits for nothing is kept as its record in the index and
             # what was written; its spec is parsed again if it is ever read again.
@@ -476,158 +613,3 @@ class Reconciler:
         done = await release_pods(self.kube, asked, key[0], gone)
         if state is not None:
             state.earlier_released = done
-
-    async def _apply_children(
-        self,
-        job: JobState,
-        decision: Decision,
-        refused: Callable[[str], Decision],
-        fresh: bool,
-        seen: Collection[StatefulSetObservation],
-    ) -> Decision:
-        """Apply the decision's children unless they are the ones last applied; the decision
-        that stands after (`refused`'s, for children Kubernetes will never take). A `fresh`
-        job's are created. The StatefulSets `seen` tell which ones changed since the last apply
-        of an earlier process."""
-        fingerprint = hashlib.blake2b(
-            json.dumps(decision.children, sort_keys=True).encode(), digest_size=16
-        ).digest()
-        if job.applied == fingerprint:
-            return decision
-        forgotten = job.forgotten
-        # Other children than this process applied before; else the first apply after a
-        # start (or after a child was deleted), most likely the same children again, but for
-        # StatefulSets of a job edited meanwhile.
-        changed = (
-            {(c["kind"], c["metadata"]["name"]) for c in decision.children}
-            if job.applied is not None
-            else edited_meanwhile(decision.children, seen)
-        )
-        # Children this process has not applied yet, but for the StatefulSets seen as the
-        # job's: whose they are is looked at before they are applied over.
-        ours = {("StatefulSet", s.name) for s in seen}
-        check = (
-            {(c["kind"], c["metadata"]["name"]) for c in decision.children} - ours
-            if job.applied is None
-            else set()
-        )
-        try:
-            with self.children_first.applying():
-                job.generations = await asyncio.to_thread(
-                    apply_children, self.kube, decision.children, fresh, changed, check
-                )
-        except kubernetes.client.ApiException as e:
-            if not is_terminal(e):
-                raise
-            # Kubernetes refuses what the spec makes (a port out of range, a field its
-            # version does not know, an object too large): the spec is invalid, and sending
-            # the same children again would be refused again.
-            decision = refused(f"Kubernetes refused a child: {_api_message(e)}")
-        if job.forgotten == forgotten:
-            job.applied = fingerprint
-        return decision
-
-    async def _kueue_ownership(
-        self,
-        key: JobKey,
-        body: dict[str, Any],
-        job: JobState,
-        sets: list[StatefulSetObservation],
-        pods: list[PodObservation],
-    ) -> None:
-        """What keeps Kueue's own integrations off our children: the queue label on a job
-        that --kueue-manage-all queues without one (patched once, before its children are
-        made), and a Warning, once, when they took a child all the same. Reads only what the
-        indexes hold: no request but the patch and the Event."""
-        patch = queue_label_patch(body["metadata"].get("labels") or {}, self.queueing)
-        if patch and not job.queue_labelled:
-            log.info("%s/%s: labelling it for LocalQueue default (--kueue-manage-all)", *key)
-            await asyncio.to_thread(self.kube.patch_job, *key, patch)
-            job.queue_labelled = True
-        if not job.kueue_warned:
-            event = handover.kueue_took_over(f"{key[0]}/{key[1]}", self.kube.group, sets, pods)
-            if event is not None:
-                post_events(self.kube, key, body, [event])
-                job.kueue_warned = True
-
-    async def _default_managed_by(self, key: JobKey, body: dict[str, Any]) -> bool:
-        """`spec.managedBy` set to MultiKueue, as Kueue's webhook sets it for its own kinds, on
-        a job not yet started whose LocalQueue leads to a MultiKueue admission check
-        (`--kueue`); asked once a job. True when it was set now."""
-        job, meta = self._job(key), body["metadata"]
-        if self.queueing is None or job.multikueue_checked:
-            return False
-        queue = queue_name(meta.get("labels") or {}, self.queueing)
-        if queue is None or not multikueue.may_default(body):
-            job.multikueue_checked = True
-            return False
-        checks = await self.workloads.multikueue_checks(key[0], queue)
-        job.multikueue_checked = True
-        if not multikueue.defaults_to_multikueue(body, checks):
-            return False
-        log.info("%s/%s: LocalQueue %s dispatches with MultiKueue: spec.managedBy set", *key, queue)
-        try:
-            await asyncio.to_thread(self.kube.patch_job, *key, {"spec": {"managedBy": MULTIKUEUE}})
-        except kubernetes.client.ApiException as e:
-            if e.status != 422:  # started meanwhile: it runs here
-                raise
-            log.info("%s/%s: not set: %s", *key, _api_message(e))
-            return False
-        return True
-
-    async def _dispatched(self, key: JobKey, body: dict[str, Any], view: JobView) -> float | None:
-        """A job MultiKueue runs on a worker cluster: its Workload only, and one Event (no
-        child, no status: Kueue copies the worker's into it)."""
-        job, name = self._job(key), f"{key[0]}/{key[1]}"
-        assert view.spec is not None
-        if job.managed_by != MULTIKUEUE:
-            post_events(self.kube, key, body, [multikueue.dispatched_event(name)])
-            job.managed_by = MULTIKUEUE
-        queue = await self.workloads.queue_view(job, key, body, view)
-        if queue is None:
-            if not job.kueue_warned:
-                post_events(self.kube, key, body, [multikueue.no_queue_event(name)])
-                job.kueue_warned = True
-            return None
-        # As the view's spec check rendered them (its `built`, kept only on a new generation):
-        # the same gang, so that the Workload's podSets do not change between reconciles.
-        built = view.built or build(
-            view.ref, view.spec, self.cluster_domain, self.gang, self.restart_rules
-        )
-        decision = dispatched_workload(built, queue, view.status, view.spec.run_policy.suspend)
-        return await self.workloads.apply(job, key, queue.version, decision)
-
-    async def _run_elsewhere(self, key: JobKey, body: dict[str, Any]) -> bool:
-        """Whether another controller runs the job (`handover`): then nothing of ours is
-        made, and the user is told once."""
-        job, name = self._job(key), f"{key[0]}/{key[1]}"
-        manager = handover.managed_elsewhere(body.get("spec"))
-        if manager is not None:
-            if job.managed_by != manager:
-                log.info("%s: runPolicy.managedBy is %s; leaving it alone", name, manager)
-                events = [handover.managed_elsewhere_event(name, manager)]
-                post_events(self.kube, key, body, events)
-                job.managed_by = manager
-            return True
-        job.managed_by = ""
-        status = body.get("status")
-        if not handover.may_be_started_elsewhere(status):
-            return False
-        uid = body["metadata"].get("uid", "")
-        foreign = await asyncio.to_thread(self.kube.foreign_children, *key, uid)
-        decision = handover.started_elsewhere(dict(status or {}), foreign, name, datetime.now(UTC))
-        if decision is None:
-            return False
-        await write_status(self.kube, job, key, body, decision)
-        return True
-
-
-def _namespace_going(e: kubernetes.client.ApiException) -> bool:
-    return e.status == 403 and "being terminated" in _api_message(e)
-
-
-def _api_message(e: kubernetes.client.ApiException) -> str:
-    try:
-        return json.loads(e.body or "{}").get("message") or str(e.reason)
-    except (ValueError, AttributeError):
-        return str(e.body or e.reason)

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tfjob_testbed.images.build_context import dockerignore_patterns, ignored
+
 dockerfile_parse = pytest.importorskip("dockerfile_parse", reason="dev extra: dockerfile-parse")
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -134,27 +136,9 @@ def env_of(name: str) -> dict[str, str]:
 
 
 def dockerignored(path: str) -> bool:
-    """Whether .dockerignore keeps `path` out of the context (Docker's rules, last match wins)."""
-    lines = (ROOT / ".dockerignore").read_text().splitlines()
-    patterns = [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
-    parts = Path(path).parts
-    candidates = ["/".join(parts[: i + 1]) for i in range(len(parts))]
-    excluded = False
-    for pattern in patterns:
-        negated = pattern.startswith("!")
-        regex = _glob_regex(pattern.lstrip("!").strip("/"))
-        if any(regex.fullmatch(c) for c in candidates):
-            excluded = not negated
-    return excluded
-
-
-def _glob_regex(pattern: str) -> re.Pattern[str]:
-    out = ""
-    for token in re.split(r"(\*\*/|\*\*|\*|\?)", pattern):
-        out += {"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}.get(
-            token, re.escape(token)
-        )
-    return re.compile(out)
+    """Whether .dockerignore keeps `path` out of the context (Docker's rules, last match wins,
+    as the bed's image builds read it)."""
+    return ignored(path, dockerignore_patterns())
 
 
 def test_both_targets_exist() -> None:
